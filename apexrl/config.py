@@ -6,6 +6,7 @@ and each error names the key, the bad value and what is allowed, so the CLI can 
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import difflib
 import math
@@ -218,14 +219,13 @@ def _flatten_aliases(raw: Mapping[str, Any]) -> dict[str, Any]:
             if v not in _IGNORED[k]:
                 raise ConfigError(f"config key '{k}' = {v!r} is not supported; allowed: {sorted(_IGNORED[k])}")
             continue
-        if k in sections or k not in ALIASES:
+        if k == "env" and isinstance(v, str):
+            aliased.append((k, v))
+        elif k in sections or k not in ALIASES:
             data[k] = v
         else:
             aliased.append((k, v))
     for k, v in aliased:
-        if k == "env" and isinstance(v, Mapping):
-            data["env"] = v
-            continue
         _set_dotted(data, k, v)
     return data
 
@@ -276,7 +276,7 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"config key '{key}' = {value!r} must be a list, e.g. [256, 256]")
         return tuple(_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value))
-    if origin in (Mapping, dict) or tp is Mapping:
+    if origin in (Mapping, dict, collections.abc.Mapping) or tp is Mapping:
         if not isinstance(value, Mapping):
             raise ConfigError(f"config key '{key}' = {value!r} must be a mapping")
         return dict(value)

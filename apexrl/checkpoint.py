@@ -1,0 +1,89 @@
+"""Atomic checkpoints: written to a temporary file, fsynced, then renamed, so the newest file that
+exists is always complete; resume picks the newest one that loads and says which."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^ckpt-(\d{10})\.pt$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint or run dir that cannot be used; the message names the path and what to do."""
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def save(run_dir: Path, state: dict[str, Any], step: int, keep: int = 3) -> Path:
+    d = checkpoint_dir(run_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"ckpt-{step:010d}.pt"
+    tmp = d / f".{path.name}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    try:
+        dir_fd = os.open(d, os.O_RDONLY)
+        os.fsync(dir_fd)
+        os.close(dir_fd)
+    except OSError:  # pragma: no cover - not every filesystem allows fsync on a directory
+        pass
+    for old in list_checkpoints(run_dir)[:-keep]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    d = checkpoint_dir(run_dir)
+    if not d.is_dir():
+        return []
+    return sorted((p for p in d.iterdir() if _NAME.match(p.name)), key=lambda p: p.name)
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint '{path}' does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:
+        raise CheckpointError(f"checkpoint '{path}' cannot be read ({type(e).__name__}); it may be truncated") from None
+    if not isinstance(state, dict) or "learner" not in state or "config" not in state:
+        raise CheckpointError(f"'{path}' is not an apexrl checkpoint")
+    return state
+
+
+def load_latest(run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The newest checkpoint of a run that loads; older ones are tried when the newest is damaged."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CheckpointError(f"run dir '{run_dir}' does not exist")
+    candidates = list_checkpoints(run_dir)
+    if not candidates:
+        raise CheckpointError(f"run dir '{run_dir}' has no checkpoints (expected {checkpoint_dir(run_dir)}/ckpt-*.pt)")
+    for path in reversed(candidates):
+        try:
+            return path, load_file(path)
+        except CheckpointError as e:
+            log.warning("skipping damaged checkpoint: %s", e)
+    raise CheckpointError(f"no checkpoint in '{checkpoint_dir(run_dir)}' could be read")
+
+
+def resolve(path: Path) -> tuple[Path, dict[str, Any]]:
+    """A checkpoint file, or a run dir (newest checkpoint in it)."""
+    path = Path(path)
+    if path.is_dir():
+        return load_latest(path)
+    return path, load_file(path)

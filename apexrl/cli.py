@@ -1,0 +1,234 @@
+"""``apexrl train | eval | bench | runs``: the user-facing commands.
+
+Bad input ends with one line on stderr naming the problem and the fix, exit status 2, no traceback
+(``--debug`` shows it) and no run dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from apexrl.config import ConfigError
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """Anything the user can fix; printed as one line."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from apexrl.checkpoint import CheckpointError
+    from apexrl.envs import EnvSpecError
+    from apexrl.runtime.driver import ClusterError
+
+    return (ConfigError, EnvSpecError, CheckpointError, ClusterError, UserError)
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train Ape-X (default: CartPole-v1 on a local Ray)")
+    p.add_argument("--config", "-c", default=None,
+                   help="YAML config file or preset name (cartpole, atari); default: cartpole")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set learner.lr=3e-4 (repeatable)")
+    p.add_argument("--max-env-steps", type=int, default=None, help="stop after this many env steps")
+    p.add_argument("--max-time", type=float, default=None, metavar="SECONDS", help="stop after this many seconds")
+    p.add_argument("--target-return", type=float, default=None, metavar="R",
+                   help="stop when the evaluation mean return reaches R")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--name", default=None, help="run name (default {env}__s{seed}__{time})")
+    p.add_argument("--run-dir", default=None, help="write the run here instead of runs/<name>")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    p.add_argument("--address", default=None,
+                   help="join an existing Ray cluster ('auto' or HOST:PORT); default: a private local Ray")
+    p.add_argument("--dashboard", action="store_true", help="start the Ray dashboard (local Ray, loopback only)")
+    p.add_argument("--console", choices=["auto", "live", "plain", "off"], default=None)
+
+
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="play greedy episodes with a checkpoint and print the mean return")
+    p.add_argument("checkpoint", help="checkpoint file (.pt) or run dir (newest checkpoint)")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--epsilon", type=float, default=0.0)
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmarks: replay | actors | e2e (see benchmarks/)")
+    p.add_argument("which", help="benchmark name")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+
+
+def _add_runs(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list runs with their steps, best evaluation and newest checkpoint")
+    p.add_argument("root", nargs="?", default="runs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="apexrl", description="Ape-X distributed DQN on PyTorch + Ray")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_train(sub)
+    _add_eval(sub)
+    _add_bench(sub)
+    _add_runs(sub)
+    return parser
+
+
+def _train_config(args: argparse.Namespace) -> Any:
+    from apexrl import config as C
+
+    overrides = list(args.overrides)
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    if args.name is not None:
+        overrides.append(f"name={args.name}")
+    if args.console is not None:
+        overrides.append(f"logging.console={args.console}")
+    for flag, key in ((args.max_env_steps, "stop.max_env_steps"), (args.max_time, "stop.max_time_s"),
+                      (args.target_return, "stop.target_return")):
+        if flag is not None:
+            overrides.append(f"{key}={flag}")
+    if args.resume is not None:
+        run = Path(args.resume)
+        if not (run / "config.yaml").is_file():
+            raise UserError(f"--resume {run}: not a run dir (no config.yaml); give a directory under runs/")
+        if args.config is not None:
+            raise UserError("--resume takes the run's own config.yaml; use --set to change keys, not --config")
+        return C.load(run / "config.yaml", overrides)
+    return C.load(args.config if args.config is not None else "cartpole", overrides)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from apexrl.runtime.driver import TrainingError, train
+
+    cfg = _train_config(args)
+    if args.run_dir is not None and args.resume is not None:
+        raise UserError("use either --run-dir or --resume, not both")
+    if args.run_dir is not None and Path(args.run_dir).exists() and any(Path(args.run_dir).iterdir()):
+        raise UserError(f"--run-dir {args.run_dir} exists and is not empty; use --resume {args.run_dir} "
+                        "to continue it or choose another directory")
+    _install_sigterm()
+    try:
+        result = train(cfg, run_dir=args.run_dir, address=args.address, resume=args.resume,
+                       dashboard=args.dashboard)
+    except TrainingError as e:
+        print(f"apexrl: training stopped: {e}", file=sys.stderr)
+        return 1
+    ev = "-" if result.eval_return_mean is None else f"{result.eval_return_mean:.1f}"
+    best = "-" if result.best_eval_return is None else f"{result.best_eval_return:.1f}"
+    print(f"done: {result.stop_reason}; {result.env_steps:,} env steps, {result.learner_updates:,} updates, "
+          f"{result.time_s:.0f} s; last eval {ev}, best {best}; run dir {result.run_dir}")
+    return 0
+
+
+def _install_sigterm() -> None:
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (e.g. called from a test harness)
+        pass
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from apexrl import checkpoint as ckpt
+    from apexrl.config import from_dict
+    from apexrl.envs import check_env
+    from apexrl.evaluation import evaluate
+    from apexrl.networks import build_network
+
+    if args.episodes < 1:
+        raise UserError(f"--episodes {args.episodes}: must be >= 1")
+    path, state = ckpt.resolve(Path(args.checkpoint))
+    cfg = from_dict(state["config"])
+    obs_space, act_space = check_env(cfg.env)
+    net = build_network(obs_space, act_space, cfg.network)
+    try:
+        net.load_state_dict(state["learner"]["net"])
+    except RuntimeError as e:
+        raise UserError(f"checkpoint '{path}' does not match the network of its config: {str(e).splitlines()[0]}")
+    returns = evaluate(net, cfg.env, args.episodes, seed=args.seed, epsilon=args.epsilon)
+    print(f"{cfg.env.id}: {args.episodes} episodes, return mean {np.mean(returns):.2f} "
+          f"std {np.std(returns):.2f} (min {np.min(returns):.1f}, max {np.max(returns):.1f}) from {path}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import importlib
+
+    root = Path(__file__).resolve().parent.parent
+    if (root / "benchmarks").is_dir() and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        mod = importlib.import_module(f"benchmarks.{args.which}")
+    except ModuleNotFoundError:
+        avail = sorted(p.stem for p in (root / "benchmarks").glob("*.py") if not p.stem.startswith("_"))
+        raise UserError(f"unknown benchmark '{args.which}'; available: {', '.join(avail) or 'none'} "
+                        "(benchmarks run from a source checkout)")
+    return int(mod.main(list(args.args)) or 0)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from apexrl.checkpoint import list_checkpoints
+
+    root = Path(args.root)
+    if not root.is_dir():
+        raise UserError(f"no runs directory '{root}'")
+    rows = []
+    for run in sorted(p for p in root.iterdir() if (p / "config.yaml").exists()):
+        steps, best, last_t = 0, None, None
+        mpath = run / "metrics.jsonl"
+        if mpath.exists():
+            for line in mpath.read_text().splitlines():
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                steps, last_t = r.get("env_steps", steps), r.get("time_s", last_t)
+                if r.get("eval_return_mean") is not None:
+                    best = r["eval_return_mean"] if best is None else max(best, r["eval_return_mean"])
+        ckpts = list_checkpoints(run)
+        rows.append((run.name, steps, best, last_t, ckpts[-1].name if ckpts else "-"))
+    print(f"{'run':<48} {'env steps':>10} {'best eval':>9} {'time s':>7}  checkpoint")
+    for name, steps, best, t, c in rows:
+        print(f"{name:<48} {steps:>10,} {('-' if best is None else f'{best:.1f}'):>9} "
+              f"{('-' if t is None else f'{t:.0f}'):>7}  {c}")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "bench": cmd_bench, "runs": cmd_runs}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.debug:
+        os.environ["APEXRL_LOG_LEVEL"] = "DEBUG"
+    try:
+        return COMMANDS[args.command](args)
+    except _user_errors() as e:
+        if args.debug:
+            raise
+        print(f"apexrl: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("apexrl: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

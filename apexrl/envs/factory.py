@@ -1,0 +1,102 @@
+"""Build gymnasium environments from the config; the same factory runs in every actor process."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import logging
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from apexrl.config import EnvConfig
+
+log = logging.getLogger(__name__)
+
+
+class EnvSpecError(ValueError):
+    """The env id or its spaces cannot be used by DQN; the message says why and what to do."""
+
+
+@functools.cache
+def _register_ale() -> bool:
+    try:
+        import ale_py
+
+        gym.register_envs(ale_py)
+        return True
+    except ImportError:  # pragma: no cover - ale-py is a dependency
+        return False
+
+
+def is_atari(cfg: EnvConfig) -> bool:
+    if cfg.atari is not None:
+        return cfg.atari
+    return cfg.id.startswith("ALE/") or "NoFrameskip" in cfg.id
+
+
+def _raw_make(cfg: EnvConfig, render_mode: str | None = None, **extra: Any) -> gym.Env:
+    if is_atari(cfg) or cfg.id.startswith("ALE/"):
+        _register_ale()
+    kwargs = dict(cfg.kwargs)
+    kwargs.update(extra)
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    if cfg.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = cfg.max_episode_steps
+    try:
+        return gym.make(cfg.id, **kwargs)
+    except gym.error.Error as e:
+        if cfg.id not in gym.registry:
+            close = difflib.get_close_matches(cfg.id, list(gym.registry), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry for ids"
+            raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}") from None
+        raise EnvSpecError(f"cannot make env '{cfg.id}': {e}") from None
+
+
+def make_env(cfg: EnvConfig, seed: int | None = None, training: bool = True,
+             render_mode: str | None = None) -> gym.Env:
+    """One environment. ``training=False`` gives the evaluation variant (Atari: unclipped score,
+    life loss not terminal)."""
+    if is_atari(cfg):
+        from apexrl.envs.atari import make_atari
+
+        env = make_atari(cfg, training=training, render_mode=render_mode, raw_make=_raw_make)
+    else:
+        env = _raw_make(cfg, render_mode=render_mode)
+    if seed is not None:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+    return env
+
+
+def env_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
+    env = make_env(cfg)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
+    """Make the env once in the driver so that a bad id or action space fails before anything starts."""
+    if cfg.id not in gym.registry:
+        if cfg.id.startswith("ALE/") or is_atari(cfg):
+            _register_ale()
+    if cfg.id not in gym.registry:
+        close = difflib.get_close_matches(cfg.id, list(gym.registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}")
+    obs_space, act_space = env_spaces(cfg)
+    if not isinstance(act_space, gym.spaces.Discrete):
+        kind = "continuous (Box)" if isinstance(act_space, gym.spaces.Box) else type(act_space).__name__
+        raise EnvSpecError(
+            f"env '{cfg.id}' has a {kind} action space; DQN/Ape-X needs a discrete one "
+            "(choose a Discrete-action env, or discretize the actions with a wrapper)"
+        )
+    if not isinstance(obs_space, gym.spaces.Box) or obs_space.shape is None:
+        raise EnvSpecError(f"env '{cfg.id}' has observation space {obs_space}; apexrl needs a Box (array) space")
+    if not np.issubdtype(obs_space.dtype, np.number):
+        raise EnvSpecError(f"env '{cfg.id}' observations have dtype {obs_space.dtype}; need numeric arrays")
+    return obs_space, act_space

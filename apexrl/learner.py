@@ -1,0 +1,149 @@
+"""The Ape-X learner's math: double DQN with n-step targets, importance weights, gradient clipping,
+periodic target copies and |TD| priorities (Horgan et al., 2018, Algorithm 2).
+
+Ray-free: ``runtime/learner_worker.py`` feeds it batches from the replay shards.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from apexrl.config import Config
+from apexrl.networks import make_network_factory, state_dict_to_numpy
+
+log = logging.getLogger(__name__)
+
+
+def double_dqn_targets(q_next_online: torch.Tensor, q_next_target: torch.Tensor, reward: torch.Tensor,
+                       discount: torch.Tensor) -> torch.Tensor:
+    """y = R^(n) + discount * Q_target(s', argmax_a Q_online(s', a))   (van Hasselt et al., 2016).
+
+    ``discount`` is gamma^m for a window of m steps that did not terminate, 0 if it did (see nstep.py).
+    """
+    best = q_next_online.argmax(dim=1, keepdim=True)
+    return reward + discount * q_next_target.gather(1, best).squeeze(1)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"learner.device={name} but CUDA is not available on the learner's node "
+                           "(set learner.device=cpu, or learner.num_gpus=1 to place the learner on a GPU node)")
+    return torch.device(name)
+
+
+class Learner:
+    def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                 model_factory: Callable[[gym.Space, gym.Space], torch.nn.Module] | None = None,
+                 device: str | None = None) -> None:
+        self.cfg = cfg
+        lc = cfg.learner
+        self.device = resolve_device(device or lc.device)
+        factory = model_factory or make_network_factory(cfg.network)
+        self.net = factory(observation_space, action_space).to(self.device)
+        self.target = copy.deepcopy(self.net).to(self.device)
+        self.target.requires_grad_(False)
+        if lc.optimizer == "adam":
+            self.optimizer: torch.optim.Optimizer = torch.optim.Adam(self.net.parameters(), lr=lc.lr,
+                                                                     eps=lc.optimizer_eps)
+        else:  # Ape-X: centered RMSProp, decay 0.95
+            self.optimizer = torch.optim.RMSprop(self.net.parameters(), lr=lc.lr, alpha=0.95,
+                                                 eps=lc.optimizer_eps, centered=True)
+        self.updates = 0
+        self.skipped_updates = 0
+        self.consecutive_skips = 0
+
+    def beta(self) -> float:
+        """Importance-sampling exponent: fixed (Ape-X) or linearly annealed to ``beta_final``."""
+        r = self.cfg.replay
+        if r.beta_final is None or r.beta_anneal_updates <= 0:
+            return r.beta
+        frac = min(1.0, self.updates / r.beta_anneal_updates)
+        return r.beta + frac * (r.beta_final - r.beta)
+
+    def _tensor(self, x: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
+        t = torch.from_numpy(x) if x.flags.writeable else torch.from_numpy(x.copy())
+        return t.to(self.device, dtype=dtype, non_blocking=True)
+
+    def update(self, batch: dict[str, np.ndarray], weights: np.ndarray) -> tuple[np.ndarray | None, dict[str, float]]:
+        """One gradient step. Returns (new priorities |TD| + eps, metrics); priorities are None when the
+        update was skipped because the loss or gradients were not finite."""
+        lc = self.cfg.learner
+        obs = self._tensor(batch["obs"])
+        next_obs = self._tensor(batch["next_obs"])
+        action = self._tensor(batch["action"], torch.int64)
+        reward = self._tensor(batch["reward"], torch.float32)
+        discount = self._tensor(batch["discount"], torch.float32)
+        w = self._tensor(np.asarray(weights), torch.float32)
+
+        q_all = self.net(torch.cat([obs, next_obs]))
+        B = obs.shape[0]
+        q, q_next_online = q_all[:B], q_all[B:].detach()
+        with torch.no_grad():
+            y = double_dqn_targets(q_next_online, self.target(next_obs), reward, discount)
+        q_sa = q.gather(1, action.view(-1, 1)).squeeze(1)
+        td = y - q_sa
+        if lc.loss == "huber":
+            elementwise = F.smooth_l1_loss(q_sa, y, reduction="none")
+        else:
+            elementwise = 0.5 * td.pow(2)
+        loss = (w * elementwise).mean()
+        if not torch.isfinite(loss):
+            return self._skip("loss")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), lc.grad_clip)
+        if not torch.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            return self._skip("gradient")
+        self.optimizer.step()
+        self.updates += 1
+        self.consecutive_skips = 0
+        if self.updates % lc.target_update_period == 0:
+            self.target.load_state_dict(self.net.state_dict())
+        td_abs = td.detach().abs()
+        prios = (td_abs + self.cfg.replay.priority_eps).double().cpu().numpy()
+        metrics = {
+            "loss": float(loss.detach()),
+            "q_mean": float(q_sa.detach().mean()),
+            "td_abs_mean": float(td_abs.mean()),
+            "grad_norm": float(grad_norm),
+            "is_weight_mean": float(w.mean()),
+        }
+        return prios, metrics
+
+    def _skip(self, what: str) -> tuple[None, dict[str, float]]:
+        self.skipped_updates += 1
+        self.consecutive_skips += 1
+        log.warning("skipped learner update %d: non-finite %s", self.updates, what)
+        return None, {"skipped": 1.0}
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return state_dict_to_numpy(self.net)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "net": {k: v.cpu() for k, v in self.net.state_dict().items()},
+            "target": {k: v.cpu() for k, v in self.target.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+            "skipped_updates": self.skipped_updates,
+            "torch_rng": torch.get_rng_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["net"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
+        self.skipped_updates = int(state.get("skipped_updates", 0))
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])

@@ -1,0 +1,137 @@
+"""Where a run's numbers go: ``metrics.jsonl`` (one line per report), TensorBoard, and the console.
+
+TensorBoard keys are namespaced like CleanRL's (``charts/``, ``losses/``, ``replay/``, ``actors/``) so
+runs from different tools line up; the JSON lines keep flat, stable names for scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+log = logging.getLogger(__name__)
+
+# flat metrics.jsonl key -> TensorBoard tag
+TB_TAGS = {
+    "train_return_mean": "charts/train_return_mean",
+    "eval_return_mean": "charts/eval_return_mean",
+    "eval_return_std": "charts/eval_return_std",
+    "env_steps_per_s": "charts/env_steps_per_s",
+    "updates_per_s": "charts/updates_per_s",
+    "learner_idle_fraction": "charts/learner_idle_fraction",
+    "loss": "losses/td_loss",
+    "q_mean": "losses/q_mean",
+    "td_abs_mean": "losses/td_abs_mean",
+    "grad_norm": "losses/grad_norm",
+    "is_weight_mean": "replay/is_weight_mean",
+    "replay_size": "replay/size",
+    "replay_inserted": "replay/inserted",
+    "priority_mass": "replay/priority_mass",
+    "beta": "replay/beta",
+    "skipped_updates": "losses/skipped_updates",
+    "actor_restarts": "actors/restarts",
+}
+
+
+class MetricsWriter:
+    def __init__(self, run_dir: Path, tensorboard: bool = True, purge_step: int | None = None) -> None:
+        self.path = run_dir / "metrics.jsonl"
+        self._file = self.path.open("a")
+        self._tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(run_dir / "tb"), purge_step=purge_step)
+            except Exception as e:  # pragma: no cover - tensorboard is a dependency
+                log.warning("TensorBoard disabled: %s", e)
+
+    def hparams(self, flat_config: dict[str, Any]) -> None:
+        if self._tb is not None:
+            rows = "\n".join(f"|{k}|{v}|" for k, v in flat_config.items())
+            self._tb.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
+
+    def write(self, record: dict[str, Any], step: int) -> None:
+        self._file.write(json.dumps(record, default=_json_default) + "\n")
+        self._file.flush()
+        if self._tb is None:
+            return
+        for key, value in record.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                tag = TB_TAGS.get(key)
+                if tag is None:
+                    if key.startswith(("actor", "shard")):
+                        tag = f"actors/{key}" if key.startswith("actor") else f"replay/{key}"
+                    else:
+                        continue
+                self._tb.add_scalar(tag, value, step)
+
+    def histogram(self, tag: str, values: Any, step: int) -> None:
+        if self._tb is not None and len(values):
+            self._tb.add_histogram(tag, values, step)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _json_default(o: Any) -> Any:
+    try:
+        return float(o)
+    except (TypeError, ValueError):
+        return str(o)
+
+
+def _fmt(v: Any, spec: str = ".1f") -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return format(v, spec)
+
+
+def progress_line(r: dict[str, Any]) -> str:
+    return (
+        f"{_fmt(r['time_s'], '6.0f')}s  steps {r['env_steps']:>9,}  updates {r['learner_updates']:>7,}  "
+        f"return {_fmt(r.get('train_return_mean')):>6}  eval {_fmt(r.get('eval_return_mean_last')):>6}  "
+        f"{_fmt(r.get('env_steps_per_s'), '.0f')} steps/s  {_fmt(r.get('updates_per_s'), '.0f')} upd/s  "
+        f"replay {r.get('replay_size', 0):,}"
+    )
+
+
+class Console:
+    """A live status line on a terminal (rewritten in place), plain periodic lines elsewhere."""
+
+    def __init__(self, mode: str = "auto", stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        if mode == "auto":
+            mode = "live" if self.stream.isatty() else "plain"
+        self.mode = mode
+        self._last_plain = 0.0
+        self._live = False
+
+    def update(self, record: dict[str, Any]) -> None:
+        if self.mode == "off":
+            return
+        line = progress_line(record)
+        if self.mode == "live":
+            self.stream.write("\r\x1b[2K" + line)
+            self.stream.flush()
+            self._live = True
+        elif time.monotonic() - self._last_plain >= 10.0 or self._last_plain == 0.0:
+            self._last_plain = time.monotonic()
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def message(self, text: str) -> None:
+        if self.mode == "off":
+            return
+        if self._live:
+            self.stream.write("\n")
+            self._live = False
+        self.stream.write(text + "\n")
+        self.stream.flush()

@@ -1,0 +1,431 @@
+"""The driver: builds the Ape-X topology on Ray, runs the report loop, evaluates, checkpoints, stops.
+
+    actors (N) --batches--> replay shards (S) <--sample/update-- learner --weights--> parameter server
+                                                                                  ^-- actors pull
+
+The driver never touches experience: it reissues work in chunks (``actor.run``, ``learner.train``),
+collects their statistics, and writes one report every ``logging.report_interval_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import ray
+import torch
+from ray.exceptions import RayActorError, RayTaskError
+
+from apexrl import checkpoint as ckpt
+from apexrl.config import Config, dump_yaml, to_dict
+from apexrl.envs import check_env, is_atari
+from apexrl.metrics import Console, MetricsWriter
+
+log = logging.getLogger(__name__)
+ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
+
+
+class ClusterError(RuntimeError):
+    """Ray could not be started or reached; the message says how to fix it."""
+
+
+class TrainingError(RuntimeError):
+    """The run had to stop (e.g. repeated non-finite updates); the message says why."""
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    env_steps: int
+    learner_updates: int
+    time_s: float
+    eval_return_mean: float | None
+    best_eval_return: float | None
+    reached_target: bool
+    stop_reason: str
+    checkpoint: Path | None
+    time_to_target_s: float | None = None
+    env_steps_to_target: int | None = None
+
+
+def run_name(cfg: Config) -> str:
+    env = cfg.env.id.replace("/", "-")
+    return cfg.name or f"{env}__s{cfg.seed}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> bool:
+    """Start a private loopback Ray (no address) or join a cluster; return whether we started it."""
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
+    if address is None:
+        # Loopback only, dashboard off unless asked: an exposed Ray dashboard/jobs API runs anyone's code.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
+                 _node_ip_address="127.0.0.1", **kwargs)
+        return True
+    try:
+        ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ClusterError(f"cannot reach a Ray cluster at --address {address} ({first}); start one with "
+                           "'ray start --head --port=6379' and pass --address auto or HOST:6379") from None
+    return True
+
+
+def auto_num_actors(cfg: Config, cluster_cpus: float) -> int:
+    """Actors fill the CPUs the learner does not take (at least one)."""
+    if cfg.actors.num_actors is not None:
+        return cfg.actors.num_actors
+    per = max(cfg.actors.num_cpus, 1e-3)
+    return max(1, int((cluster_cpus - cfg.learner.num_cpus) // per))
+
+
+def _strategy(cfg: Config) -> str:
+    return "SPREAD" if cfg.actors.placement == "spread" else "DEFAULT"
+
+
+class _Topology:
+    """Creates and holds the Ray actors of one run."""
+
+    def __init__(self, cfg: Config, obs_space: gym.Space, act_space: gym.Space, num_actors: int,
+                 model_factory: ModelFactory | None) -> None:
+        from apexrl.runtime.transport import ParameterServer
+        from apexrl.runtime.workers import ActorWorker, EvaluatorWorker, LearnerWorker, ReplayShardWorker
+
+        r = cfg.replay
+        self.cfg, self.num_actors, self.model_factory = cfg, num_actors, model_factory
+        self.ps = ParameterServer.remote()
+        per_shard = r.capacity // r.num_shards
+        frames = is_atari(cfg.env) and getattr(cfg.env, "frame_stack", 1) > 1 and _frames_supported()
+        self.shards = [
+            ReplayShardWorker.options(scheduling_strategy=_strategy(cfg)).remote(
+                per_shard, r.alpha, cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames)
+            for i in range(r.num_shards)
+        ]
+        self.learner = LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus).remote(
+            cfg, obs_space, act_space, self.shards, self.ps, model_factory,
+            threads=max(1, int(cfg.learner.num_cpus)))
+        self._actor_cls = ActorWorker
+        self.actors = [self._make_actor(i) for i in range(num_actors)]
+        self.evaluator = None
+        if cfg.evaluation.interval_s > 0:
+            self.evaluator = EvaluatorWorker.remote(cfg, obs_space, act_space, self.ps, model_factory)
+
+    def _make_actor(self, i: int) -> Any:
+        return self._actor_cls.options(num_cpus=self.cfg.actors.num_cpus,
+                                       scheduling_strategy=_strategy(self.cfg)).remote(
+            self.cfg, i, self.num_actors, self.shards, self.ps, self.model_factory)
+
+    def kill(self) -> None:
+        for a in [*self.actors, self.learner, *self.shards, self.evaluator, self.ps]:
+            if a is not None:
+                try:
+                    ray.kill(a)
+                except Exception:  # pragma: no cover - already gone
+                    pass
+
+
+def _frames_supported() -> bool:
+    try:
+        import apexrl.replay.frames  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _truncate_metrics(path: Path, env_steps: int) -> None:
+    """On resume, drop report lines written after the checkpoint so the curve has no repeats."""
+    if not path.exists():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line).get("env_steps", 0) <= env_steps:
+                keep.append(line)
+        except json.JSONDecodeError:
+            continue
+    path.write_text("".join(x + "\n" for x in keep))
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k != "kwargs":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str | os.PathLike[str] | None = None,
+          address: str | None = None, resume: str | os.PathLike[str] | None = None, dashboard: bool = False,
+          console: Console | None = None, runs_root: str | os.PathLike[str] = "runs") -> TrainResult:
+    """Train Ape-X with ``cfg``; a custom ``model_factory(obs_space, action_space) -> nn.Module`` returning
+    Q-values replaces the built-in network. Blocks until a stop condition; returns a summary."""
+    obs_space, act_space = check_env(cfg.env)  # fail before any run dir or Ray exists
+    resume_state: dict[str, Any] | None = None
+    resume_path: Path | None = None
+    if resume is not None:
+        resume_path, resume_state = ckpt.load_latest(Path(resume))
+        rdir = Path(resume)
+    else:
+        rdir = Path(run_dir) if run_dir is not None else Path(runs_root) / run_name(cfg)
+    console = console or Console(cfg.logging.console)
+
+    started_ray = init_ray(address, num_cpus=max(os.cpu_count() or 1, 1), dashboard=dashboard)
+    topo: _Topology | None = None
+    try:
+        cluster_cpus = float(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
+        num_actors = auto_num_actors(cfg, cluster_cpus)
+        needed = num_actors * cfg.actors.num_cpus + cfg.learner.num_cpus
+        if started_ray and address is None and needed > cluster_cpus:
+            ray.shutdown()  # restart with enough logical CPUs: the OS shares the cores
+            started_ray = init_ray(None, num_cpus=int(math.ceil(needed)), dashboard=dashboard)
+        rdir.mkdir(parents=True, exist_ok=True)
+        (rdir / "config.yaml").write_text(dump_yaml(cfg))
+        topo = _Topology(cfg, obs_space, act_space, num_actors, model_factory)
+        loop = _Loop(cfg, topo, rdir, console, resume_state, resume_path)
+        return loop.run()
+    finally:
+        if topo is not None:
+            topo.kill()
+        if started_ray:
+            ray.shutdown()
+
+
+class _Loop:
+    def __init__(self, cfg: Config, topo: _Topology, run_dir: Path, console: Console,
+                 resume_state: dict[str, Any] | None, resume_path: Path | None) -> None:
+        self.cfg, self.topo, self.run_dir, self.console = cfg, topo, run_dir, console
+        self.env_steps = 0
+        self.episodes = 0
+        self.updates = 0
+        self.time_offset = 0.0
+        self.reports = 0
+        self.best_eval: float | None = None
+        self.last_eval: float | None = None
+        self.time_to_target: float | None = None
+        self.steps_to_target: int | None = None
+        self.recent_returns: deque[float] = deque(maxlen=100)
+        self.actor_returns: dict[int, deque[float]] = {i: deque(maxlen=20) for i in range(topo.num_actors)}
+        self.actor_eps: dict[int, float] = {}
+        self.actor_restarts = 0
+        if resume_state is not None:
+            c = resume_state["counters"]
+            self.env_steps, self.episodes, self.updates = c["env_steps"], c["episodes"], c["learner_updates"]
+            self.time_offset, self.reports = c["time_s"], c["reports"]
+            self.best_eval = c.get("best_eval")
+            ray.get(topo.learner.load_state_dict.remote(resume_state["learner"]))
+            if resume_state.get("replay") and len(resume_state["replay"]) == len(topo.shards):
+                ray.get([s.load_state_dict.remote(st) for s, st in zip(topo.shards, resume_state["replay"])])
+            _truncate_metrics(run_dir / "metrics.jsonl", self.env_steps)
+            console.message(f"resumed from {resume_path} at {self.env_steps:,} env steps, "
+                            f"{self.updates:,} updates")
+        self.metrics = MetricsWriter(run_dir, cfg.logging.tensorboard,
+                                     purge_step=self.env_steps if resume_state is not None else None)
+        if resume_state is None:
+            self.metrics.hparams(_flat(to_dict(cfg)))
+        self.last_ckpt: Path | None = resume_path
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self) -> TrainResult:
+        cfg, topo = self.cfg, self.topo
+        t_start = time.monotonic()
+        steps_per_call = {i: max(1, 256 // cfg.actors.envs_per_actor) for i in range(topo.num_actors)}
+        pending: dict[Any, tuple[str, int]] = {}
+        for i, a in enumerate(topo.actors):
+            pending[a.run.remote(steps_per_call[i])] = ("actor", i)
+        learner_chunk = min(1.0, cfg.logging.report_interval_s / 2)
+        pending[topo.learner.train.remote(learner_chunk)] = ("learner", 0)
+        eval_inflight = False
+        next_eval = t_start + cfg.evaluation.interval_s
+        next_report = t_start + cfg.logging.report_interval_s
+        window = {"steps": 0, "updates": 0, "learn_time": 0.0, "idle": 0.0, "sums": {}, "n": 0, "t": t_start}
+        last_learner: dict[str, Any] = {}
+        eval_returns: list[float] | None = None
+        stop_reason = ""
+        s = cfg.stop
+        try:
+            while not stop_reason:
+                timeout = max(0.0, next_report - time.monotonic())
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=timeout)
+                for ref in ready:
+                    kind, i = pending.pop(ref)
+                    try:
+                        res = ray.get(ref)
+                    except (RayActorError, RayTaskError) as e:
+                        if kind == "actor":
+                            self._restart_actor(i, e)
+                            pending[topo.actors[i].run.remote(steps_per_call[i])] = ("actor", i)
+                            continue
+                        if kind == "eval":
+                            log.warning("evaluation failed: %s", e)
+                            eval_inflight = False
+                            continue
+                        raise
+                    if kind == "actor":
+                        self._on_actor(i, res)
+                        window["steps"] += res["env_steps"]
+                        per_step = res["time_s"] / max(1, res["env_steps"] // cfg.actors.envs_per_actor)
+                        steps_per_call[i] = int(np.clip(0.25 / max(per_step, 1e-6), 1, 10_000))
+                        pending[topo.actors[i].run.remote(steps_per_call[i])] = ("actor", i)
+                    elif kind == "learner":
+                        last_learner = res
+                        self.updates = res["total_updates"]
+                        window["updates"] += res["updates"]
+                        window["learn_time"] += res["time_s"]
+                        window["idle"] += res["idle_s"]
+                        if res["updates"]:
+                            for k in ("loss", "q_mean", "td_abs_mean", "grad_norm", "is_weight_mean"):
+                                if k in res:
+                                    window["sums"][k] = window["sums"].get(k, 0.0) + res[k] * res["updates"]
+                            window["n"] += res["updates"]
+                        if res["consecutive_skips"] >= 100:
+                            raise TrainingError(f"{res['consecutive_skips']} learner updates in a row had a "
+                                                "non-finite loss or gradient; lower learner.lr or check rewards")
+                        pending[topo.learner.train.remote(learner_chunk)] = ("learner", 0)
+                    elif kind == "eval":
+                        eval_inflight = False
+                        if res["eval_returns"]:
+                            eval_returns = res["eval_returns"]
+                            self.last_eval = float(np.mean(eval_returns))
+                            self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval,
+                                                                                               self.last_eval)
+                now = time.monotonic()
+                if (topo.evaluator is not None and not eval_inflight and now >= next_eval and self.updates > 0):
+                    pending[topo.evaluator.evaluate.remote()] = ("eval", 0)
+                    eval_inflight = True
+                    next_eval = now + cfg.evaluation.interval_s
+                if now >= next_report:
+                    next_report = now + cfg.logging.report_interval_s
+                    record = self._report(now - t_start, window, last_learner, eval_returns)
+                    if eval_returns is not None and s.target_return is not None and \
+                            float(np.mean(eval_returns)) >= s.target_return:
+                        self.time_to_target = record["time_s"]
+                        self.steps_to_target = self.env_steps
+                        stop_reason = f"evaluation mean {np.mean(eval_returns):.1f} >= target {s.target_return}"
+                    eval_returns = None
+                    window = {"steps": 0, "updates": 0, "learn_time": 0.0, "idle": 0.0, "sums": {}, "n": 0,
+                              "t": now}
+                    if s.max_env_steps is not None and self.env_steps >= s.max_env_steps:
+                        stop_reason = f"reached {s.max_env_steps:,} env steps"
+                    if s.max_time_s is not None and now - t_start >= s.max_time_s:
+                        stop_reason = f"reached {s.max_time_s:g} s"
+                    if cfg.checkpoint.every_reports and self.reports % cfg.checkpoint.every_reports == 0 \
+                            and not stop_reason:
+                        self._checkpoint(now - t_start)
+        except KeyboardInterrupt:
+            stop_reason = "interrupted"
+            self.console.message("interrupted: writing a final checkpoint (Ctrl-C again to stop at once)")
+        elapsed = time.monotonic() - t_start
+        self.console.message(f"stopping: {stop_reason}")
+        self._drain(pending)
+        path = self._checkpoint(elapsed)
+        self.metrics.close()
+        self.console.message(f"checkpoint: {path}")
+        return TrainResult(
+            run_dir=self.run_dir, env_steps=self.env_steps, learner_updates=self.updates,
+            time_s=self.time_offset + elapsed, eval_return_mean=self.last_eval, best_eval_return=self.best_eval,
+            reached_target=self.time_to_target is not None, stop_reason=stop_reason, checkpoint=path,
+            time_to_target_s=self.time_to_target, env_steps_to_target=self.steps_to_target,
+        )
+
+    def _drain(self, pending: dict[Any, tuple[str, int]]) -> None:
+        """Let in-flight chunks finish (bounded) so their counters land in the final checkpoint."""
+        refs = list(pending)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=10.0)
+        for ref in ready:
+            kind, i = pending[ref]
+            try:
+                res = ray.get(ref)
+            except (RayActorError, RayTaskError):
+                continue
+            if kind == "actor":
+                self._on_actor(i, res)
+            elif kind == "learner":
+                self.updates = res["total_updates"]
+
+    def _on_actor(self, i: int, res: dict[str, Any]) -> None:
+        self.env_steps += res["env_steps"]
+        self.episodes += len(res["episode_returns"])
+        self.recent_returns.extend(res["episode_returns"])
+        self.actor_returns[i].extend(res["episode_returns"])
+        self.actor_eps[i] = float(np.mean(res["epsilons"]))
+
+    def _restart_actor(self, i: int, err: Exception) -> None:
+        self.actor_restarts += 1
+        log.warning("actor %d died (%s); restarting it with the same index and epsilon", i, type(err).__name__)
+        self.console.message(f"actor {i} died; restart #{self.actor_restarts}")
+        if self.actor_restarts > 10 * max(1, self.topo.num_actors):
+            raise TrainingError(f"actors died {self.actor_restarts} times; last error: {err}")
+        self.topo.actors[i] = self.topo._make_actor(i)
+
+    def _report(self, elapsed: float, w: dict[str, Any], learner: dict[str, Any],
+                eval_returns: list[float] | None) -> dict[str, Any]:
+        self.reports += 1
+        dt = max(1e-9, time.monotonic() - w["t"])
+        rec: dict[str, Any] = {
+            "time_s": round(self.time_offset + elapsed, 3),
+            "env_steps": self.env_steps,
+            "learner_updates": self.updates,
+            "episodes": self.episodes,
+            "train_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
+            "env_steps_per_s": w["steps"] / dt,
+            "updates_per_s": w["updates"] / dt,
+            "learner_idle_fraction": (w["idle"] / w["learn_time"]) if w["learn_time"] > 0 else None,
+            "replay_size": learner.get("replay_size", 0),
+            "replay_inserted": learner.get("replay_inserted", 0),
+            "beta": learner.get("beta"),
+            "skipped_updates": learner.get("skipped_updates", 0),
+            "actor_restarts": self.actor_restarts,
+        }
+        if w["n"]:
+            rec.update({k: v / w["n"] for k, v in w["sums"].items()})
+        if eval_returns is not None:
+            rec["eval_return_mean"] = float(np.mean(eval_returns))
+            rec["eval_return_std"] = float(np.std(eval_returns))
+        for i in range(self.topo.num_actors):
+            if i in self.actor_eps:
+                rec[f"actor{i}_epsilon"] = self.actor_eps[i]
+            if self.actor_returns[i]:
+                rec[f"actor{i}_return_mean"] = float(np.mean(self.actor_returns[i]))
+        self.metrics.write(rec, step=self.env_steps)
+        self.console.update({**rec, "eval_return_mean_last": self.last_eval})
+        return rec
+
+    def _checkpoint(self, elapsed: float) -> Path:
+        state: dict[str, Any] = {
+            "learner": ray.get(self.topo.learner.state_dict.remote()),
+            "counters": {
+                "env_steps": self.env_steps, "episodes": self.episodes, "learner_updates": self.updates,
+                "time_s": self.time_offset + elapsed, "reports": self.reports, "best_eval": self.best_eval,
+            },
+            "config": to_dict(self.cfg),
+            "num_actors": self.topo.num_actors,
+        }
+        if self.cfg.checkpoint.replay:
+            state["replay"] = ray.get([s.state_dict.remote() for s in self.topo.shards])
+        self.last_ckpt = ckpt.save(self.run_dir, state, step=self.env_steps, keep=self.cfg.checkpoint.keep)
+        return self.last_ckpt
+
+
+def config_from_checkpoint(state: dict[str, Any]) -> Config:
+    from apexrl.config import from_dict
+
+    return from_dict(state["config"])
+
+
+__all__ = ["ClusterError", "TrainResult", "TrainingError", "auto_num_actors", "config_from_checkpoint",
+           "init_ray", "train", "dataclasses"]

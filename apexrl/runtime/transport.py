@@ -1,0 +1,112 @@
+"""Ray implementations of the role interfaces in ``apexrl.core`` (used inside Ray worker processes).
+
+Every queue is bounded: an actor keeps at most ``max_inflight`` unacknowledged sends, a weight pull is
+at most one request in flight, so no list of object refs grows with run time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from apexrl.core import Batch, Weights
+
+log = logging.getLogger(__name__)
+
+
+@ray.remote(num_cpus=0)
+class ParameterServer:
+    """Holds a reference to the newest published weights; the learner owns the object itself.
+
+    The ref travels wrapped in a list so Ray hands it over as a reference, not as the resolved value:
+    weights go learner -> object store -> actor without passing through this process.
+    """
+
+    def __init__(self) -> None:
+        self.version = -1
+        self.ref: Any = None
+
+    def set(self, version: int, holder: list[Any]) -> None:
+        if version > self.version:
+            self.version, self.ref = version, holder[0]
+
+    def get(self, known_version: int) -> tuple[int, list[Any]] | None:
+        if self.ref is None or self.version <= known_version:
+            return None
+        return self.version, [self.ref]
+
+
+class RayWeightSource:
+    """Non-blocking weight pulls: each ``poll`` consumes a finished request and starts the next one, so
+    fresh weights arrive one sync period after they were asked for and acting never waits."""
+
+    def __init__(self, ps: Any) -> None:
+        self.ps = ps
+        self.version = -1
+        self._meta: Any = None
+        self._weights: tuple[int, Any] | None = None
+
+    def poll(self) -> tuple[int, Weights] | None:
+        result = None
+        if self._meta is not None and ray.wait([self._meta], timeout=0)[0]:
+            try:
+                got = ray.get(self._meta)
+            except (RayActorError, RayTaskError):
+                got = None
+            self._meta = None
+            if got is not None:
+                self._weights = (got[0], got[1][0])
+        if self._weights is not None and ray.wait([self._weights[1]], timeout=0)[0]:
+            version, ref = self._weights
+            self._weights = None
+            try:
+                result = (version, ray.get(ref))
+                self.version = version
+            except Exception as e:  # the learner (owner) died: wait for the next publication
+                log.warning("weights v%d unavailable: %s", version, e)
+        if self._meta is None and self._weights is None:
+            self._meta = self.ps.get.remote(self.version)
+        return result
+
+
+class RayReplaySink:
+    """Round-robin sends over the shards with a bounded number in flight."""
+
+    def __init__(self, shards: list[Any], max_inflight: int, start: int = 0) -> None:
+        self.shards = list(shards)
+        self.max_inflight = max_inflight
+        self._next = start
+        self._inflight: list[Any] = []
+        self.dropped = 0
+        self.blocked_s = 0.0
+
+    def set_shards(self, shards: list[Any]) -> None:
+        self.shards = list(shards)
+
+    def add(self, batch: Batch, priorities: np.ndarray) -> None:
+        shard = self.shards[self._next % len(self.shards)]
+        self._next += 1
+        self._inflight.append(shard.add.remote(batch, priorities))
+        if len(self._inflight) > self.max_inflight:
+            import time
+
+            t0 = time.perf_counter()
+            ready, self._inflight = ray.wait(self._inflight, num_returns=len(self._inflight) - self.max_inflight)
+            self.blocked_s += time.perf_counter() - t0
+            self._check(ready)
+
+    def _check(self, refs: list[Any]) -> None:
+        for ref in refs:
+            try:
+                ray.get(ref)
+            except (RayActorError, RayTaskError) as e:
+                self.dropped += 1
+                log.warning("a replay shard lost a batch: %s", type(e).__name__)
+
+    def flush(self) -> None:
+        refs, self._inflight = self._inflight, []
+        self._check(refs)

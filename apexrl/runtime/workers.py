@@ -1,0 +1,222 @@
+"""Thin Ray shells around the Ray-free roles: construction, torch threading, and transport."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import ray
+import torch
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from apexrl.actor import Actor
+from apexrl.config import Config
+from apexrl.evaluation import evaluate
+from apexrl.learner import Learner
+from apexrl.networks import load_numpy_state_dict, make_network_factory
+from apexrl.replay.shard import ReplayShard
+from apexrl.runtime.transport import RayReplaySink, RayWeightSource
+
+log = logging.getLogger(__name__)
+ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
+
+
+def _quiet_worker(threads: int = 1) -> None:
+    torch.set_num_threads(threads)
+    logging.basicConfig(level=os.environ.get("APEXRL_LOG_LEVEL", "WARNING"))
+
+
+@ray.remote
+class ActorWorker:
+    def __init__(self, cfg: Config, index: int, num_actors: int, shards: list[Any], ps: Any,
+                 model_factory: ModelFactory | None) -> None:
+        _quiet_worker()
+        self.sink = RayReplaySink(shards, cfg.actors.max_inflight_sends, start=index)
+        self.actor = Actor(cfg, index, num_actors, self.sink, RayWeightSource(ps), model_factory)
+
+    def run(self, num_steps: int) -> dict[str, Any]:
+        stats = self.actor.run(num_steps)
+        stats["dropped_sends"] = self.sink.dropped
+        stats["blocked_s"] = self.sink.blocked_s
+        return stats
+
+    def set_shards(self, shards: list[Any]) -> None:
+        self.sink.set_shards(shards)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def close(self) -> None:
+        self.actor.close()
+
+
+@ray.remote(num_cpus=0)
+class ReplayShardWorker:
+    def __init__(self, capacity: int, alpha: float, seed: int, min_size: int, frames: bool = False) -> None:
+        _quiet_worker()
+        self.shard = ReplayShard(capacity, alpha=alpha, seed=seed, min_size=min_size, frames=frames)
+
+    def add(self, batch: dict[str, np.ndarray], priorities: np.ndarray) -> int:
+        return self.shard.add(batch, priorities)
+
+    def sample(self, batch_size: int, beta: float) -> dict[str, Any] | None:
+        return self.shard.sample(batch_size, beta)
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        self.shard.update_priorities(indices, priorities)
+
+    def update_and_sample(self, indices: np.ndarray | None, priorities: np.ndarray | None, batch_size: int,
+                          beta: float) -> dict[str, Any] | None:
+        return self.shard.update_and_sample(indices, priorities, batch_size, beta)
+
+    def stats(self) -> dict[str, Any]:
+        return self.shard.stats()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.shard.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.shard.load_state_dict(state)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@ray.remote
+class LearnerWorker:
+    """Runs the learner with ``prefetch`` sample requests always in flight, so an update never waits
+    for a full round trip; new priorities ride along with the next request to the same shard."""
+
+    def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space, shards: list[Any],
+                 ps: Any, model_factory: ModelFactory | None, threads: int = 1) -> None:
+        _quiet_worker(threads)
+        self.cfg = cfg
+        self.learner = Learner(cfg, observation_space, action_space, model_factory)
+        self.shards = list(shards)
+        self.ps = ps
+        self.rng = np.random.default_rng(cfg.seed + 17)
+        self.mass = np.ones(len(shards))
+        self.sizes = np.zeros(len(shards), dtype=np.int64)
+        self.inserted = np.zeros(len(shards), dtype=np.int64)
+        self.inflight: deque[tuple[int, Any]] = deque()
+        self.pending: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in shards]
+        self._weights_ref: Any = None
+        self.version = 0
+        self.publish()
+
+    def publish(self) -> None:
+        self._weights_ref = ray.put(self.learner.weights())
+        self.version = self.learner.updates
+        self.ps.set.remote(self.version, [self._weights_ref])
+
+    def _pick_shard(self) -> int:
+        if len(self.shards) == 1:
+            return 0
+        mass = np.where(self.sizes > 0, self.mass, 0.0)
+        if mass.sum() <= 0:
+            return int(self.rng.integers(len(self.shards)))
+        return int(self.rng.choice(len(self.shards), p=mass / mass.sum()))
+
+    def _request(self) -> None:
+        s = self._pick_shard()
+        idx = prio = None
+        if self.pending[s]:
+            idx = np.concatenate([p[0] for p in self.pending[s]])
+            prio = np.concatenate([p[1] for p in self.pending[s]])
+            self.pending[s] = []
+        ref = self.shards[s].update_and_sample.remote(idx, prio, self.cfg.learner.batch_size, self.learner.beta())
+        self.inflight.append((s, ref))
+
+    def train(self, duration_s: float, max_updates: int | None = None) -> dict[str, Any]:
+        """Update for about ``duration_s`` seconds; return aggregated metrics for the driver's report."""
+        lc = self.cfg.learner
+        t0 = time.perf_counter()
+        waited = 0.0
+        sums: dict[str, float] = {}
+        n = 0
+        skipped = 0
+        while time.perf_counter() - t0 < duration_s and (max_updates is None or n < max_updates):
+            while len(self.inflight) < lc.prefetch:
+                self._request()
+            s, ref = self.inflight.popleft()
+            tw = time.perf_counter()
+            try:
+                res = ray.get(ref, timeout=30.0)
+            except (GetTimeoutError, RayActorError, RayTaskError) as e:
+                log.warning("replay shard %d did not answer: %s", s, type(e).__name__)
+                res = None
+            waited += time.perf_counter() - tw
+            if res is None:
+                self.sizes[s] = 0
+                time.sleep(0.01)
+                waited += 0.01
+                continue
+            self.mass[s], self.sizes[s], self.inserted[s] = res["mass"], res["size"], res["inserted"]
+            prios, m = self.learner.update(res["batch"], res["weights"])
+            if prios is None:
+                skipped += 1
+                continue
+            self.pending[s].append((res["indices"], prios))
+            n += 1
+            for k, v in m.items():
+                sums[k] = sums.get(k, 0.0) + v
+            if self.learner.updates % lc.publish_period == 0:
+                self.publish()
+        elapsed = time.perf_counter() - t0
+        out: dict[str, Any] = {k: v / n for k, v in sums.items()} if n else {}
+        out.update({
+            "updates": n,
+            "total_updates": self.learner.updates,
+            "skipped_updates": self.learner.skipped_updates,
+            "consecutive_skips": self.learner.consecutive_skips,
+            "time_s": elapsed,
+            "idle_s": waited,
+            "replay_size": int(self.sizes.sum()),
+            "replay_inserted": int(self.inserted.sum()),
+            "beta": self.learner.beta(),
+            "weights_version": self.version,
+        })
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.learner.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.learner.load_state_dict(state)
+        self.publish()
+
+    def set_shards(self, shards: list[Any]) -> None:
+        self.shards = list(shards)
+        self.inflight.clear()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@ray.remote(num_cpus=0)
+class EvaluatorWorker:
+    def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space, ps: Any,
+                 model_factory: ModelFactory | None) -> None:
+        _quiet_worker()
+        self.cfg = cfg
+        self.ps = ps
+        self.net = (model_factory or make_network_factory(cfg.network))(observation_space, action_space)
+        self.round = 0
+
+    def evaluate(self) -> dict[str, Any]:
+        got = ray.get(self.ps.get.remote(-1))
+        if got is None:
+            return {"eval_returns": [], "weights_version": -1}
+        version, [ref] = got
+        load_numpy_state_dict(self.net, ray.get(ref))
+        ev = self.cfg.evaluation
+        self.round += 1
+        t0 = time.perf_counter()
+        returns = evaluate(self.net, self.cfg.env, ev.episodes, seed=self.cfg.seed * 7 + 1_000_000 + self.round,
+                           epsilon=ev.epsilon)
+        return {"eval_returns": returns, "weights_version": version, "eval_time_s": time.perf_counter() - t0}

@@ -1,0 +1,94 @@
+"""Config: a frozen tree from YAML, --set overrides and RLlib aliases; bad input names key, value, fix."""
+
+import dataclasses
+
+import pytest
+
+from apexrl import config as C
+
+
+def test_defaults_are_the_cartpole_preset():
+    cfg = C.load("cartpole")
+    assert cfg.env.id == "CartPole-v1"
+    assert cfg.learner.n_step == 3 and cfg.replay.alpha == 0.6 and cfg.replay.beta == 0.4
+    assert cfg.actors.eps_base == 0.4 and cfg.actors.eps_alpha == 7.0
+
+
+def test_config_is_frozen():
+    cfg = C.Config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.learner.lr = 1.0  # type: ignore[misc]
+
+
+def test_set_overrides_parse_values_as_yaml():
+    cfg = C.load("cartpole", ["learner.lr=3e-4", "network.hidden_sizes=[64, 64]", "stop.max_time_s=5",
+                              "actors.num_actors=2", "env.kwargs={max_episode_steps: 100}"])
+    assert cfg.learner.lr == pytest.approx(3e-4)
+    assert cfg.network.hidden_sizes == (64, 64)
+    assert cfg.stop.max_time_s == 5.0
+    assert cfg.actors.num_actors == 2
+    assert cfg.env.kwargs == {"max_episode_steps": 100}
+
+
+def test_yaml_exponent_without_dot_is_a_number(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("learner:\n  lr: 1e-4\n")
+    assert C.load(p).learner.lr == pytest.approx(1e-4)
+
+
+def test_seed_article_rllib_dict_is_accepted():
+    article = {"env": "CartPole-v1", "num_workers": 8, "num_gpus": 1, "framework": "torch", "lr": 1e-4,
+               "train_batch_size": 500, "rollout_fragment_length": 50}
+    cfg = C.from_dict(article)
+    assert cfg.actors.num_actors == 8
+    assert cfg.learner.num_gpus == 1.0
+    assert cfg.learner.lr == pytest.approx(1e-4)
+    assert cfg.learner.batch_size == 500
+    assert cfg.actors.send_every == 50
+    assert cfg.env.id == "CartPole-v1"
+
+
+def test_round_trip_through_yaml(tmp_path):
+    cfg = C.load("cartpole", ["learner.lr=0.005", "replay.num_shards=2"])
+    p = tmp_path / "out.yaml"
+    p.write_text(C.dump_yaml(cfg))
+    assert C.load(p) == cfg
+
+
+@pytest.mark.parametrize("override, fragments", [
+    (["learner.lr=-1"], ["learner.lr", "-1", "> 0"]),
+    (["replay.alpha=1.5"], ["replay.alpha", "1.5", "[0, 1]"]),
+    (["replay.capacity=10"], ["replay.capacity", "10", "learner.batch_size"]),
+    (["learner.n_step=0"], ["learner.n_step", "0", ">= 1"]),
+    (["actors.num_actors=0"], ["actors.num_actors", "0", ">= 1"]),
+    (["learner.optimizer=sgd"], ["learner.optimizer", "sgd", "adam"]),
+    (["learner.batch_size=abc"], ["learner.batch_size", "abc", "integer"]),
+    (["learner.lrr=1e-3"], ["learner.lrr", "did you mean 'learner.lr'"]),
+    (["replay.capacty=5"], ["replay.capacty", "replay.capacity"]),
+    (["network.dueling=maybe"], ["network.dueling", "true or false"]),
+    (["nosuchsection.x=1"], ["nosuchsection"]),
+    (["learner.batch_size"], ["key=value"]),
+])
+def test_invalid_values_name_key_value_and_allowed(override, fragments):
+    with pytest.raises(C.ConfigError) as e:
+        C.load("cartpole", override)
+    for frag in fragments:
+        assert frag in str(e.value)
+
+
+def test_missing_file_and_bad_yaml_are_config_errors(tmp_path):
+    with pytest.raises(C.ConfigError, match="not found"):
+        C.load(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("learner: [unclosed\n")
+    with pytest.raises(C.ConfigError, match="not valid YAML at line"):
+        C.load(bad)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("42\n")
+    with pytest.raises(C.ConfigError, match="mapping"):
+        C.load(scalar)
+
+
+def test_unsupported_framework_is_rejected():
+    with pytest.raises(C.ConfigError, match="framework"):
+        C.from_dict({"framework": "tf2"})
