@@ -1,0 +1,7 @@
+"""Prioritized replay for Ape-X: sum tree, sampler, array storage and frame de-duplication."""
+
+from apexrl.replay.prioritized import PrioritizedReplay
+from apexrl.replay.sampler import PrioritizedSampler
+from apexrl.replay.sum_tree import SumTree
+
+__all__ = ["PrioritizedReplay", "PrioritizedSampler", "SumTree"]

@@ -1,0 +1,173 @@
+"""SumTree specification: exact sums on tiny trees, prefix search, min tracking, both backends agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apexrl.replay.sum_tree import HAVE_NUMBA, SumTree
+
+BACKENDS = ["numpy"] + (["numba"] if HAVE_NUMBA else [])
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def test_a_new_tree_is_empty(backend: str) -> None:
+    t = SumTree(5, backend=backend)
+    assert t.total == 0.0
+    assert t.min == np.inf
+    assert t.values().tolist() == [0.0] * 5
+
+
+def test_total_is_the_exact_sum_of_leaves(backend: str) -> None:
+    t = SumTree(4, backend=backend)
+    t.set(np.array([0, 1, 2, 3]), np.array([1.0, 2.0, 3.0, 4.0]))
+    assert t.total == 10.0
+    t.set(np.array([2]), np.array([0.5]))
+    assert t.total == 7.5
+    assert t.get(np.array([0, 1, 2, 3])).tolist() == [1.0, 2.0, 0.5, 4.0]
+
+
+def test_capacity_that_is_not_a_power_of_two_pads_with_zeros(backend: str) -> None:
+    t = SumTree(3, backend=backend)  # 4 leaves internally, the last one stays 0
+    t.set(np.array([0, 1, 2]), np.array([1.0, 1.0, 1.0]))
+    assert t.total == 3.0
+    idx, _ = t.find_prefix(np.array([2.999999]))
+    assert idx.tolist() == [2]
+
+
+def test_prefix_search_returns_the_leaf_whose_interval_contains_the_target(backend: str) -> None:
+    # cumulative sums: [0,1) -> 0, [1,3) -> 1, [3,6) -> 2, [6,10) -> 3
+    t = SumTree(4, backend=backend)
+    t.set(np.array([0, 1, 2, 3]), np.array([1.0, 2.0, 3.0, 4.0]))
+    targets = np.array([0.0, 0.99, 1.0, 2.5, 3.0, 5.99, 6.0, 9.99])
+    idx, val = t.find_prefix(targets)
+    assert idx.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert val.tolist() == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]
+
+
+def test_prefix_search_never_returns_a_zero_leaf(backend: str) -> None:
+    t = SumTree(8, backend=backend)
+    t.set(np.array([1, 5]), np.array([2.0, 3.0]))
+    # Exactly at a boundary, and at/after the total (what rounding can produce): still a live leaf.
+    idx, _ = t.find_prefix(np.array([0.0, 2.0, 4.9, 5.0, 7.0]))
+    assert idx.tolist() == [1, 5, 5, 5, 5]
+
+
+def test_prefix_search_on_an_empty_tree_raises(backend: str) -> None:
+    with pytest.raises(ValueError, match="total is 0"):
+        SumTree(4, backend=backend).find_prefix(np.array([0.0]))
+
+
+def test_duplicated_indices_in_one_set_last_value_wins(backend: str) -> None:
+    t = SumTree(4, backend=backend)
+    t.set(np.array([2, 0, 2, 2]), np.array([5.0, 1.0, 7.0, 3.0]))
+    assert t.get(np.array([0, 2])).tolist() == [1.0, 3.0]
+    assert t.total == 4.0
+
+
+def test_min_ignores_zero_leaves(backend: str) -> None:
+    t = SumTree(4, backend=backend)
+    t.set(np.array([0, 1, 2]), np.array([0.0, 0.25, 3.0]))
+    assert t.min == 0.25
+    t.set(np.array([1]), np.array([0.0]))
+    assert t.min == 3.0
+
+
+def test_set_range_equals_set(backend: str) -> None:
+    a, b = SumTree(10, backend=backend), SumTree(10, backend=backend)
+    vals = np.arange(1.0, 6.0)
+    a.set_range(3, vals)
+    b.set(np.arange(3, 8), vals)
+    assert a.total == b.total == 15.0
+    assert a.min == b.min == 1.0
+    assert np.array_equal(a._sums, b._sums) and np.array_equal(a._mins, b._mins)
+
+
+def test_set_range_outside_capacity_raises(backend: str) -> None:
+    with pytest.raises(ValueError, match="outside"):
+        SumTree(4, backend=backend).set_range(3, np.ones(2))
+
+
+def test_set_all_rebuilds_the_same_tree_as_incremental_sets(backend: str) -> None:
+    rng = np.random.default_rng(0)
+    a, b = SumTree(37, backend=backend), SumTree(37, backend=backend)
+    for _ in range(20):
+        idx = rng.integers(0, 37, size=9)
+        a.set(idx, rng.random(9))
+    b.set_all(a.values())
+    # Bit-identical, not just close: parents are always recomputed from children.
+    assert np.array_equal(a._sums, b._sums) and np.array_equal(a._mins, b._mins)
+
+
+def test_invalid_construction_raises() -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        SumTree(0)
+    with pytest.raises(ValueError, match="backend"):
+        SumTree(4, backend="cuda")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_numba_and_numpy_backends_are_bit_identical() -> None:
+    rng = np.random.default_rng(1)
+    trees = [SumTree(1000, backend="numpy"), SumTree(1000, backend="numba")]
+    for step in range(50):
+        idx = rng.integers(0, 1000, size=64)  # includes duplicates
+        vals = rng.random(64) * (step % 3)  # includes zeros
+        for t in trees:
+            t.set(idx, vals)
+        start = int(rng.integers(0, 900))
+        for t in trees:
+            t.set_range(start, np.full(50, 0.5 + step))
+    assert np.array_equal(trees[0]._sums, trees[1]._sums)
+    assert np.array_equal(trees[0]._mins, trees[1]._mins)
+    targets = rng.random(512) * trees[0].total
+    i0, v0 = trees[0].find_prefix(targets)
+    i1, v1 = trees[1].find_prefix(targets)
+    assert np.array_equal(i0, i1) and np.array_equal(v0, v1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    capacity=st.integers(1, 40),
+    ops=st.lists(st.lists(st.tuples(st.integers(0, 39), st.floats(0, 1e6)), min_size=1, max_size=12),
+                 max_size=15),
+)
+def test_property_tree_matches_a_plain_array(capacity: int, ops: list[list[tuple[int, float]]]) -> None:
+    for backend in BACKENDS:
+        t = SumTree(capacity, backend=backend)
+        ref = np.zeros(capacity)
+        for op in ops:
+            idx = np.array([i % capacity for i, _ in op])
+            vals = np.array([v for _, v in op])
+            t.set(idx, vals)
+            for i, v in zip(idx, vals):
+                ref[i] = v
+        assert np.array_equal(t.values(), ref)
+        assert t.total == pytest.approx(ref.sum(), rel=1e-12, abs=0.0)
+        pos = ref[ref > 0]
+        assert t.min == (pos.min() if pos.size else np.inf)
+        if ref.sum() > 0:
+            cums = np.cumsum(ref)
+            targets = np.linspace(0.0, t.total, 17)[:-1]
+            idx, _ = t.find_prefix(targets)
+            assert (ref[idx] > 0).all()
+            # Exact interval check where float rounding of the two sums cannot matter.
+            safe = np.abs(cums[idx] - targets) > 1e-9 * t.total
+            expect = np.searchsorted(cums, targets, side="right")
+            assert np.array_equal(idx[safe], expect[safe])
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    import apexrl.replay.prioritized as prioritized
+    import apexrl.replay.sum_tree as sum_tree
+
+    for module in (sum_tree, prioritized):
+        assert doctest.testmod(module).failed == 0
