@@ -72,7 +72,8 @@ class ReplayConfig:
     num_shards: int = 1  # ReplayShard Ray actors; capacity is split evenly
     learning_starts: int = 2_000  # transitions in replay before the learner starts
     priority_eps: float = 1e-6  # added to |TD error|
-    samples_per_insert: float | None = None  # reserved for rate limiting; None = unlimited
+    samples_per_insert: float | None = None  # learner samples per inserted transition; None = unlimited
+    spi_error_buffer: float | None = None  # samples of slack around that ratio; None = auto
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,6 @@ class LearnerConfig:
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
     num_gpus: float = 0.0  # Ray GPUs for the learner actor
     num_cpus: float = 1.0  # Ray CPUs for the learner actor
-    max_updates_per_insert: float | None = None  # cap on updates per inserted transition; None = free
 
 
 @dataclass(frozen=True)
@@ -351,6 +351,8 @@ def validate(cfg: Config) -> Config:
     _check(r.priority_eps > 0, "replay.priority_eps", r.priority_eps, "a number > 0")
     _check(r.samples_per_insert is None or r.samples_per_insert > 0, "replay.samples_per_insert",
            r.samples_per_insert, "a number > 0 or null")
+    _check(r.spi_error_buffer is None or r.spi_error_buffer >= 0, "replay.spi_error_buffer",
+           r.spi_error_buffer, "a number of samples >= 0 or null")
     _check(le.lr > 0, "learner.lr", le.lr, "a number > 0, e.g. 1e-3")
     _check(le.batch_size >= 1, "learner.batch_size", le.batch_size, "an integer >= 1")
     _check(r.capacity >= le.batch_size, "replay.capacity", r.capacity,
@@ -369,8 +371,6 @@ def validate(cfg: Config) -> Config:
            "learner.device", le.device, "cpu, cuda, cuda:N, mps or auto")
     _check(le.num_gpus >= 0, "learner.num_gpus", le.num_gpus, "a number >= 0")
     _check(le.num_cpus >= 0, "learner.num_cpus", le.num_cpus, "a number >= 0")
-    _check(le.max_updates_per_insert is None or le.max_updates_per_insert > 0,
-           "learner.max_updates_per_insert", le.max_updates_per_insert, "a number > 0 or null")
     ev = cfg.evaluation
     _check(ev.interval_s >= 0, "evaluation.interval_s", ev.interval_s, "a number of seconds >= 0 (0 = off)")
     _check(ev.episodes >= 1, "evaluation.episodes", ev.episodes, "an integer >= 1")

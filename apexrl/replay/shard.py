@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 
 from apexrl.core import Batch
+from apexrl.replay.rate_limiter import RateLimiter
 
 
 class ReplayShard:
     def __init__(self, capacity: int, alpha: float = 0.6, seed: int | None = None, min_size: int = 1,
-                 frames: bool = False) -> None:
+                 frames: bool = False, samples_per_insert: float | None = None,
+                 error_buffer: float = 0.0) -> None:
         if frames:
             from apexrl.replay.frames import FramePrioritizedReplay
 
@@ -27,19 +29,28 @@ class ReplayShard:
 
             self.buffer = PrioritizedReplay(capacity, alpha=alpha, seed=seed)
         self.min_size = max(1, min_size)
+        self.limiter = RateLimiter(samples_per_insert, self.min_size, error_buffer)
+        self.throttled_samples = 0
         self.inserted = 0
         self.sampled = 0
         self.priority_updates = 0
 
-    def add(self, batch: Batch, priorities: np.ndarray) -> int:
+    def add(self, batch: Batch, priorities: np.ndarray) -> bool:
+        """Store a batch; return whether the sender may go on inserting (False: wait, see rate_limiter)."""
         self.buffer.add(batch, priorities)
         self.inserted += len(priorities)
-        return len(self.buffer)
+        return self.insert_allowed()
 
-    def sample(self, batch_size: int, beta: float) -> dict[str, Any] | None:
-        """A batch with indices and IS weights, or None while the shard holds fewer than ``min_size``."""
-        if len(self.buffer) < max(self.min_size, 1):
-            return None
+    def insert_allowed(self) -> bool:
+        return self.limiter.can_insert(len(self.buffer), self.inserted, self.sampled)
+
+    def sample(self, batch_size: int, beta: float) -> dict[str, Any]:
+        """A batch with indices and IS weights plus shard stats; only the stats (no ``batch`` key) while
+        the shard is warming up or the learner is ahead of the samples-per-insert ratio."""
+        if not self.limiter.can_sample(len(self.buffer), self.inserted, self.sampled, batch_size):
+            if len(self.buffer) >= self.min_size:
+                self.throttled_samples += 1
+            return self.stats()
         batch, indices, weights = self.buffer.sample(batch_size, beta)
         self.sampled += len(indices)
         return {"batch": batch, "indices": indices, "weights": weights, **self.stats()}
@@ -49,7 +60,7 @@ class ReplayShard:
         self.priority_updates += len(indices)
 
     def update_and_sample(self, indices: np.ndarray | None, priorities: np.ndarray | None, batch_size: int,
-                          beta: float) -> dict[str, Any] | None:
+                          beta: float) -> dict[str, Any]:
         if indices is not None and priorities is not None:
             self.update_priorities(indices, priorities)
         return self.sample(batch_size, beta)
@@ -60,6 +71,7 @@ class ReplayShard:
             "mass": float(self.buffer.total_priority),
             "inserted": self.inserted,
             "sampled": self.sampled,
+            "throttled": self.throttled_samples,
         }
 
     def state_dict(self) -> dict[str, Any]:

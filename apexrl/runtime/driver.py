@@ -9,7 +9,6 @@ collects their statistics, and writes one report every ``logging.report_interval
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -31,6 +30,7 @@ from apexrl import checkpoint as ckpt
 from apexrl.config import Config, dump_yaml, to_dict
 from apexrl.envs import check_env, is_atari
 from apexrl.metrics import Console, MetricsWriter
+from apexrl.replay.rate_limiter import default_error_buffer
 
 log = logging.getLogger(__name__)
 ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
@@ -108,10 +108,16 @@ class _Topology:
         self.cfg, self.num_actors, self.model_factory = cfg, num_actors, model_factory
         self.ps = ParameterServer.remote()
         per_shard = r.capacity // r.num_shards
-        frames = is_atari(cfg.env) and getattr(cfg.env, "frame_stack", 1) > 1 and _frames_supported()
+        frames = is_atari(cfg.env) and cfg.env.frame_stack > 1 and _frames_supported()
+        spi = r.samples_per_insert
+        buffer = 0.0
+        if spi is not None:
+            buffer = r.spi_error_buffer if r.spi_error_buffer is not None else default_error_buffer(
+                spi, cfg.learner.batch_size, cfg.learner.prefetch, cfg.actors.send_every)
         self.shards = [
             ReplayShardWorker.options(scheduling_strategy=_strategy(cfg)).remote(
-                per_shard, r.alpha, cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames)
+                per_shard, r.alpha, cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames,
+                spi, buffer / r.num_shards)
             for i in range(r.num_shards)
         ]
         self.learner = LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus).remote(
@@ -428,4 +434,4 @@ def config_from_checkpoint(state: dict[str, Any]) -> Config:
 
 
 __all__ = ["ClusterError", "TrainResult", "TrainingError", "auto_num_actors", "config_from_checkpoint",
-           "init_ray", "train", "dataclasses"]
+           "init_ray", "train"]

@@ -7,6 +7,7 @@ at most one request in flight, so no list of object refs grows with run time.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -80,7 +81,7 @@ class RayReplaySink:
         self.shards = list(shards)
         self.max_inflight = max_inflight
         self._next = start
-        self._inflight: list[Any] = []
+        self._inflight: list[tuple[Any, Any]] = []  # (shard, ref of its add)
         self.dropped = 0
         self.blocked_s = 0.0
 
@@ -90,23 +91,25 @@ class RayReplaySink:
     def add(self, batch: Batch, priorities: np.ndarray) -> None:
         shard = self.shards[self._next % len(self.shards)]
         self._next += 1
-        self._inflight.append(shard.add.remote(batch, priorities))
+        self._inflight.append((shard, shard.add.remote(batch, priorities)))
         if len(self._inflight) > self.max_inflight:
-            import time
-
             t0 = time.perf_counter()
-            ready, self._inflight = ray.wait(self._inflight, num_returns=len(self._inflight) - self.max_inflight)
+            self._settle(len(self._inflight) - self.max_inflight)
             self.blocked_s += time.perf_counter() - t0
-            self._check(ready)
 
-    def _check(self, refs: list[Any]) -> None:
-        for ref in refs:
+    def _settle(self, count: int) -> None:
+        """Wait for the ``count`` oldest sends; when a shard says the learner is behind the
+        samples-per-insert ratio, wait until it catches up (the actor's side of the rate limiter)."""
+        done, self._inflight = self._inflight[:count], self._inflight[count:]
+        for shard, ref in done:
             try:
-                ray.get(ref)
+                ok = ray.get(ref)
+                while not ok:
+                    time.sleep(0.005)
+                    ok = ray.get(shard.insert_allowed.remote())
             except (RayActorError, RayTaskError) as e:
                 self.dropped += 1
                 log.warning("a replay shard lost a batch: %s", type(e).__name__)
 
     def flush(self) -> None:
-        refs, self._inflight = self._inflight, []
-        self._check(refs)
+        self._settle(len(self._inflight))

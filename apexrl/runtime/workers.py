@@ -57,21 +57,26 @@ class ActorWorker:
 
 @ray.remote(num_cpus=0)
 class ReplayShardWorker:
-    def __init__(self, capacity: int, alpha: float, seed: int, min_size: int, frames: bool = False) -> None:
+    def __init__(self, capacity: int, alpha: float, seed: int, min_size: int, frames: bool = False,
+                 samples_per_insert: float | None = None, error_buffer: float = 0.0) -> None:
         _quiet_worker()
-        self.shard = ReplayShard(capacity, alpha=alpha, seed=seed, min_size=min_size, frames=frames)
+        self.shard = ReplayShard(capacity, alpha=alpha, seed=seed, min_size=min_size, frames=frames,
+                                 samples_per_insert=samples_per_insert, error_buffer=error_buffer)
 
-    def add(self, batch: dict[str, np.ndarray], priorities: np.ndarray) -> int:
+    def add(self, batch: dict[str, np.ndarray], priorities: np.ndarray) -> bool:
         return self.shard.add(batch, priorities)
 
-    def sample(self, batch_size: int, beta: float) -> dict[str, Any] | None:
+    def insert_allowed(self) -> bool:
+        return self.shard.insert_allowed()
+
+    def sample(self, batch_size: int, beta: float) -> dict[str, Any]:
         return self.shard.sample(batch_size, beta)
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         self.shard.update_priorities(indices, priorities)
 
     def update_and_sample(self, indices: np.ndarray | None, priorities: np.ndarray | None, batch_size: int,
-                          beta: float) -> dict[str, Any] | None:
+                          beta: float) -> dict[str, Any]:
         return self.shard.update_and_sample(indices, priorities, batch_size, beta)
 
     def stats(self) -> dict[str, Any]:
@@ -157,6 +162,11 @@ class LearnerWorker:
                 waited += 0.01
                 continue
             self.mass[s], self.sizes[s], self.inserted[s] = res["mass"], res["size"], res["inserted"]
+            if "batch" not in res:  # warming up, or ahead of the samples-per-insert ratio
+                tw = time.perf_counter()
+                time.sleep(0.002)
+                waited += time.perf_counter() - tw
+                continue
             prios, m = self.learner.update(res["batch"], res["weights"])
             if prios is None:
                 skipped += 1
