@@ -174,7 +174,8 @@ class FrameStackEncoder:
         neighbour, else the neighbour's id (so repeated padding is stored once)."""
         n, k = stacks.shape[:2]
         new = np.ones((n, k), dtype=bool)
-        same_as_right = (stacks[:, :-1] == stacks[:, 1:]).reshape(n, k - 1, -1).all(axis=2)
+        flat = stacks.reshape(n, k, -1)
+        same_as_right = (flat[:, :-1] == flat[:, 1:]).all(axis=2)
         new[:, :-1] = ~same_as_right
         ids = np.empty((n, k), dtype=np.int64)
         ids[new] = self._store(stacks[new])
@@ -187,7 +188,8 @@ class FrameStackEncoder:
     def _verify_shift(self, env_ids: np.ndarray, stacks: np.ndarray) -> None:
         assert self._cache is not None
         expected = self._cache[self._ids[env_ids, 1:] % self.cache_size]
-        bad = ~(expected == stacks[:, :-1]).reshape(env_ids.shape[0], -1).all(axis=1)
+        n = env_ids.shape[0]
+        bad = ~(expected.reshape(n, -1) == stacks[:, :-1].reshape(n, -1)).all(axis=1)
         if bad.any():
             raise ValueError(f"env(s) {env_ids[bad].tolist()}: older frames of the stack are not the "
                              "previous stack shifted by one; was a reset not reported?")
