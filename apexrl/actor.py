@@ -56,6 +56,7 @@ class Actor:
                                   autoreset_mode=AutoresetMode.SAME_STEP)
         self.obs, _ = self.envs.reset(seed=[self.seed + i for i in range(E)])
         factory = model_factory or make_network_factory(cfg.network)
+        torch.manual_seed(self.seed)  # same seed, same initial network: runs are reproducible
         self.net = factory(self.envs.single_observation_space, self.envs.single_action_space)
         self.net.eval()
         self.num_actions = int(self.envs.single_action_space.n)  # type: ignore[attr-defined]

@@ -48,6 +48,7 @@ class Learner:
         lc = cfg.learner
         self.device = resolve_device(device or lc.device)
         factory = model_factory or make_network_factory(cfg.network)
+        torch.manual_seed(cfg.seed)
         self.net = factory(observation_space, action_space).to(self.device)
         self.target = copy.deepcopy(self.net).to(self.device)
         self.target.requires_grad_(False)
