@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import gc
+import importlib.metadata
 import json
 import os
 import platform
@@ -75,7 +76,7 @@ def child_throughput(kind: str, capacity: int, impls: list[str], rounds: int, re
             out[name] = {"skip": str(e)}
             continue
         ad.build()
-        ad.fill(capacity)
+        ad.fill(capacity + capacity // 10)  # wrapped rings: steady state, no first-touch page faults
         for size in ADD_SIZES:
             ad.prepare(size)
         ad.sample_update()  # warm-up (numba kernels load from cache / compile here)
@@ -132,11 +133,11 @@ def environment() -> dict[str, Any]:
     except OSError:
         pass
     versions: dict[str, str] = {"python": platform.python_version(), "numpy": np.__version__}
-    for mod in ("numba", "cpprb", "torch", "torchrl", "psutil"):
+    for dist in ("numba", "cpprb", "torch", "torchrl", "tensordict", "psutil"):
         try:
-            versions[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
-            versions[mod] = "not installed"
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = "not installed"
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                 text=True).stdout.strip()

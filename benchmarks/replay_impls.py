@@ -306,7 +306,9 @@ def torchrl_skip_reason() -> str | None:
         import torch
         import torchrl
     except Exception as e:  # noqa: BLE001 - any import failure is a reason to skip
-        return f"torchrl not importable ({type(e).__name__}: {e})"
+        return (f"torchrl not importable ({type(e).__name__}: {e}); note: the torchrl 0.14.1 wheel's C++ "
+                "extension (needed by its PrioritizedSampler) fails to load with torch 2.13.0 "
+                "(undefined symbol), so it needs a source build against this torch")
     try:
         import torchrl._torchrl  # noqa: F401 - the C++ sum/min segment trees its sampler needs
     except Exception as e:  # noqa: BLE001
