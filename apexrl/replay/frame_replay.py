@@ -15,6 +15,10 @@ oldest payloads, those payloads' transitions are evicted first (FIFO order is pr
 transitions evicted are always the oldest ones). Eviction is per payload, which is conservative
 by at most one payload.
 
+Sampling gathers obs and next_obs with a numba kernel that reads each transition's frames from
+the ring once (a next_obs frame that is also one of its obs frames is copied from the obs just
+written): 5 instead of 8 random frame reads per 1-step transition; numpy ``take`` otherwise.
+
 Memory bound, with frame bytes f (7,056 for 84x84 uint8) and per-transition bytes t (2K int32
 slots + action/reward/discount, ~45 B for K=4):
     total = frame_capacity * f + capacity * t   (+ 32 B/slot of sum/min tree)
@@ -37,6 +41,36 @@ from apexrl.replay.storage import ArrayStorage
 from apexrl.replay.sum_tree import Backend
 
 _FRAME_KEYS = ("frames", "obs_frames", "next_obs_frames")
+
+try:
+    import numba
+except ImportError:  # pragma: no cover - numpy fallback below
+    numba = None
+
+if numba is not None:
+
+    @numba.njit(cache=True, nogil=True)
+    def _nb_gather_pair(ring, obs_slots, next_slots, obs_out, next_out):  # pragma: no cover - compiled
+        # Random reads from a ring of hundreds of MB are the cost; a next_obs frame that is also
+        # one of the same transition's obs frames (K-1 of K for 1-step transitions) is copied
+        # from the cache-hot obs output instead of the ring.
+        n, k = obs_slots.shape
+        for b in range(n):
+            for j in range(k):
+                src = ring[obs_slots[b, j]]
+                dst = obs_out[b, j]
+                for x in range(src.shape[0]):
+                    dst[x] = src[x]
+            for j in range(k):
+                s = next_slots[b, j]
+                hit = -1
+                for i in range(k):
+                    if obs_slots[b, i] == s:
+                        hit = i
+                src = obs_out[b, hit] if hit >= 0 else ring[s]
+                dst = next_out[b, j]
+                for x in range(src.shape[0]):
+                    dst[x] = src[x]
 
 
 class FramePrioritizedReplay:
@@ -120,9 +154,17 @@ class FramePrioritizedReplay:
         ids, weights = self._sampler.sample(batch_size, beta)
         batch = self._storage.read(ids % self.capacity)
         assert self._frames is not None
-        for key in ("obs", "next_obs"):
-            slots = batch.pop(key + "_frames")
-            batch[key] = self._frames.take(slots.ravel(), axis=0).reshape(*slots.shape, *self._frames.shape[1:])
+        obs_slots, next_slots = batch.pop("obs_frames"), batch.pop("next_obs_frames")
+        shape = (*obs_slots.shape, *self._frames.shape[1:])
+        if numba is not None:
+            ring = self._frames.reshape(self._frames.shape[0], -1)
+            obs = np.empty((*obs_slots.shape, ring.shape[1]), dtype=ring.dtype)
+            nxt = np.empty_like(obs)
+            _nb_gather_pair(ring, obs_slots, next_slots, obs, nxt)
+            batch["obs"], batch["next_obs"] = obs.reshape(shape), nxt.reshape(shape)
+        else:
+            batch["obs"] = self._frames.take(obs_slots.ravel(), axis=0).reshape(shape)
+            batch["next_obs"] = self._frames.take(next_slots.ravel(), axis=0).reshape(shape)
         return batch, ids, weights
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> int:

@@ -195,3 +195,19 @@ def test_memory_per_transition_for_atari_frames_is_under_8_kib() -> None:
                "discount": np.zeros(512, np.float32)}
     buf.add(payload)
     assert buf.nbytes / buf.capacity < 8192
+
+
+def test_numpy_gather_fallback_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    import apexrl.replay.frame_replay as fr
+
+    payload, obs, next_obs = stream(10)
+    results = []
+    for backend in (fr.numba, None):
+        monkeypatch.setattr(fr, "numba", backend)
+        buf = FramePrioritizedReplay(capacity=100, seed=0)
+        ids = buf.add(payload)
+        batch, idx, _ = buf.sample(16, beta=0.4)
+        np.testing.assert_array_equal(batch["obs"], obs[idx - ids[0]])
+        np.testing.assert_array_equal(batch["next_obs"], next_obs[idx - ids[0]])
+        results.append(batch)
+    assert all(np.array_equal(results[0][k], results[1][k]) for k in results[0])

@@ -1,0 +1,1 @@
+"""Benchmarks (not part of the unit tests); run with python -m benchmarks.<name>."""
