@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import os
+from typing import TYPE_CHECKING, Any, Mapping
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "train"]
 
+if TYPE_CHECKING:
+    from apexrl.config import Config
+    from apexrl.runtime.driver import TrainResult
 
-def train(*args, **kwargs):  # noqa: ANN002, ANN003 - thin lazy re-export
-    """Train with a Config; see :func:`apexrl.runtime.driver.train`."""
+
+def train(config: "Config | Mapping[str, Any] | str | os.PathLike[str] | None" = None, **kwargs: Any) -> "TrainResult":
+    """Train Ape-X. ``config`` is a Config, a (possibly RLlib-style) dict such as the seed article's,
+    a YAML path or preset name, or None for the CartPole default. Keyword arguments go to
+    :func:`apexrl.runtime.driver.train`, e.g. ``model_factory=lambda obs_space, act_space: MyNet(...)``."""
+    from apexrl import config as C
     from apexrl.runtime.driver import train as _train
 
-    return _train(*args, **kwargs)
+    if config is None:
+        cfg = C.load("cartpole")
+    elif isinstance(config, C.Config):
+        cfg = config
+    elif isinstance(config, Mapping):
+        cfg = C.from_dict(config)
+    else:
+        cfg = C.load(config)
+    return _train(cfg, **kwargs)

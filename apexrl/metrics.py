@@ -35,6 +35,7 @@ TB_TAGS = {
     "beta": "replay/beta",
     "skipped_updates": "losses/skipped_updates",
     "actor_restarts": "actors/restarts",
+    "shard_restarts": "replay/shard_restarts",
 }
 
 
@@ -99,7 +100,7 @@ def progress_line(r: dict[str, Any]) -> str:
         f"{_fmt(r['time_s'], '6.0f')}s  steps {r['env_steps']:>9,}  updates {r['learner_updates']:>7,}  "
         f"return {_fmt(r.get('train_return_mean')):>6}  eval {_fmt(r.get('eval_return_mean_last')):>6}  "
         f"{_fmt(r.get('env_steps_per_s'), '.0f')} steps/s  {_fmt(r.get('updates_per_s'), '.0f')} upd/s  "
-        f"replay {r.get('replay_size', 0):,}"
+        f"replay {_fmt(r.get('replay_size'), ',')}"
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 import logging
 from typing import Any
 
@@ -30,6 +31,18 @@ def _register_ale() -> bool:
         return False
 
 
+def _import_env_module(env_id: str) -> str:
+    """gymnasium's ``module:EnvId`` form: import the module (it registers the env), return ``EnvId``."""
+    if ":" not in env_id:
+        return env_id
+    module, _, name = env_id.partition(":")
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise EnvSpecError(f"env.id '{env_id}': cannot import module '{module}' ({e})") from None
+    return name
+
+
 def is_atari(cfg: EnvConfig) -> bool:
     if cfg.atari is not None:
         return cfg.atari
@@ -48,7 +61,7 @@ def _raw_make(cfg: EnvConfig, render_mode: str | None = None, **extra: Any) -> g
     try:
         return gym.make(cfg.id, **kwargs)
     except gym.error.Error as e:
-        if cfg.id not in gym.registry:
+        if _import_env_module(cfg.id) not in gym.registry:
             close = difflib.get_close_matches(cfg.id, list(gym.registry), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry for ids"
             raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}") from None
@@ -81,11 +94,12 @@ def env_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
 
 def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """Make the env once in the driver so that a bad id or action space fails before anything starts."""
-    if cfg.id not in gym.registry:
+    env_id = _import_env_module(cfg.id)
+    if env_id not in gym.registry:
         if cfg.id.startswith("ALE/") or is_atari(cfg):
             _register_ale()
-    if cfg.id not in gym.registry:
-        close = difflib.get_close_matches(cfg.id, list(gym.registry), n=3, cutoff=0.5)
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}")
     obs_space, act_space = env_spaces(cfg)

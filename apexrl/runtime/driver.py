@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 import ray
 import torch
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from apexrl import checkpoint as ckpt
 from apexrl.config import Config, dump_yaml, to_dict
@@ -34,6 +35,18 @@ from apexrl.replay.rate_limiter import default_error_buffer
 
 log = logging.getLogger(__name__)
 ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
+
+
+MAX_ACTOR_FAILURES_IN_ROW = 3
+
+
+def _cause(err: BaseException) -> str:
+    """The user-relevant line of a Ray error: the original exception, not Ray's wrapper text."""
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {cause}".strip().splitlines()[0]
+    lines = [x.strip() for x in str(err).splitlines() if x.strip()]
+    return lines[-1] if lines else type(err).__name__
 
 
 class ClusterError(RuntimeError):
@@ -84,6 +97,18 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
     return True
 
 
+def _ship_by_value(fn: Any) -> None:
+    """User code (a model factory in a script or notebook module) may not be importable on the workers:
+    let Ray pickle its module by value instead of by name."""
+    mod = sys.modules.get(getattr(fn, "__module__", "") or "")
+    if mod is None or mod.__name__ in ("__main__", "builtins") or mod.__name__.split(".")[0] == "apexrl":
+        return
+    try:
+        ray.cloudpickle.register_pickle_by_value(mod)
+    except Exception as e:  # pragma: no cover - e.g. a C extension module
+        log.debug("cannot ship %s by value: %s", mod.__name__, e)
+
+
 def auto_num_actors(cfg: Config, cluster_cpus: float) -> int:
     """Actors fill the CPUs the learner does not take (at least one)."""
     if cfg.actors.num_actors is not None:
@@ -114,12 +139,8 @@ class _Topology:
         if spi is not None:
             buffer = r.spi_error_buffer if r.spi_error_buffer is not None else default_error_buffer(
                 spi, cfg.learner.batch_size, cfg.learner.prefetch, cfg.actors.send_every)
-        self.shards = [
-            ReplayShardWorker.options(scheduling_strategy=_strategy(cfg)).remote(
-                per_shard, r.alpha, cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames,
-                spi, buffer / r.num_shards)
-            for i in range(r.num_shards)
-        ]
+        self._shard_cls, self._shard_args = ReplayShardWorker, (per_shard, r.alpha, frames, spi, buffer / r.num_shards)
+        self.shards = [self.make_shard(i) for i in range(r.num_shards)]
         self.learner = LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus).remote(
             cfg, obs_space, act_space, self.shards, self.ps, model_factory,
             threads=max(1, int(cfg.learner.num_cpus)))
@@ -128,6 +149,12 @@ class _Topology:
         self.evaluator = None
         if cfg.evaluation.interval_s > 0:
             self.evaluator = EvaluatorWorker.remote(cfg, obs_space, act_space, self.ps, model_factory)
+
+    def make_shard(self, i: int) -> Any:
+        per_shard, alpha, frames, spi, buffer = self._shard_args
+        r = self.cfg.replay
+        return self._shard_cls.options(scheduling_strategy=_strategy(self.cfg)).remote(
+            per_shard, alpha, self.cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames, spi, buffer)
 
     def _make_actor(self, i: int) -> Any:
         return self._actor_cls.options(num_cpus=self.cfg.actors.num_cpus,
@@ -201,6 +228,8 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
             started_ray = init_ray(None, num_cpus=int(math.ceil(needed)), dashboard=dashboard)
         rdir.mkdir(parents=True, exist_ok=True)
         (rdir / "config.yaml").write_text(dump_yaml(cfg))
+        if model_factory is not None:
+            _ship_by_value(model_factory)
         topo = _Topology(cfg, obs_space, act_space, num_actors, model_factory)
         loop = _Loop(cfg, topo, rdir, console, resume_state, resume_path)
         return loop.run()
@@ -228,6 +257,9 @@ class _Loop:
         self.actor_returns: dict[int, deque[float]] = {i: deque(maxlen=20) for i in range(topo.num_actors)}
         self.actor_eps: dict[int, float] = {}
         self.actor_restarts = 0
+        self.shard_restarts = 0
+        self.fail_streak: dict[int, int] = {i: 0 for i in range(topo.num_actors)}
+        self.replay_snapshot: list[dict[str, Any]] | None = None
         if resume_state is not None:
             c = resume_state["counters"]
             self.env_steps, self.episodes, self.updates = c["env_steps"], c["episodes"], c["learner_updates"]
@@ -236,6 +268,7 @@ class _Loop:
             ray.get(topo.learner.load_state_dict.remote(resume_state["learner"]))
             if resume_state.get("replay") and len(resume_state["replay"]) == len(topo.shards):
                 ray.get([s.load_state_dict.remote(st) for s, st in zip(topo.shards, resume_state["replay"])])
+                self.replay_snapshot = resume_state["replay"]
             _truncate_metrics(run_dir / "metrics.jsonl", self.env_steps)
             console.message(f"resumed from {resume_path} at {self.env_steps:,} env steps, "
                             f"{self.updates:,} updates")
@@ -274,6 +307,7 @@ class _Loop:
                     except (RayActorError, RayTaskError) as e:
                         if kind == "actor":
                             self._restart_actor(i, e)
+                            steps_per_call[i] = max(1, 256 // cfg.actors.envs_per_actor)
                             pending[topo.actors[i].run.remote(steps_per_call[i])] = ("actor", i)
                             continue
                         if kind == "eval":
@@ -283,6 +317,7 @@ class _Loop:
                         raise
                     if kind == "actor":
                         self._on_actor(i, res)
+                        self.fail_streak[i] = 0
                         window["steps"] += res["env_steps"]
                         per_step = res["time_s"] / max(1, res["env_steps"] // cfg.actors.envs_per_actor)
                         steps_per_call[i] = int(np.clip(0.25 / max(per_step, 1e-6), 1, 10_000))
@@ -316,6 +351,7 @@ class _Loop:
                     next_eval = now + cfg.evaluation.interval_s
                 if now >= next_report:
                     next_report = now + cfg.logging.report_interval_s
+                    self._check_shards()
                     record = self._report(now - t_start, window, last_learner, eval_returns)
                     if eval_returns is not None and s.target_return is not None and \
                             float(np.mean(eval_returns)) >= s.target_return:
@@ -335,9 +371,10 @@ class _Loop:
         except KeyboardInterrupt:
             stop_reason = "interrupted"
             self.console.message("interrupted: writing a final checkpoint (Ctrl-C again to stop at once)")
-        elapsed = time.monotonic() - t_start
         self.console.message(f"stopping: {stop_reason}")
-        self._drain(pending)
+        last_learner = self._drain(pending, window) or last_learner
+        elapsed = time.monotonic() - t_start
+        self._report(elapsed, window, last_learner, None)
         path = self._checkpoint(elapsed)
         self.metrics.close()
         self.console.message(f"checkpoint: {path}")
@@ -348,10 +385,12 @@ class _Loop:
             time_to_target_s=self.time_to_target, env_steps_to_target=self.steps_to_target,
         )
 
-    def _drain(self, pending: dict[Any, tuple[str, int]]) -> None:
-        """Let in-flight chunks finish (bounded) so their counters land in the final checkpoint."""
+    def _drain(self, pending: dict[Any, tuple[str, int]], window: dict[str, Any]) -> dict[str, Any] | None:
+        """Let in-flight chunks finish (bounded) so their counters land in the final report and checkpoint;
+        return the learner's last statistics if it answered."""
         refs = list(pending)
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=10.0)
+        learner = None
         for ref in ready:
             kind, i = pending[ref]
             try:
@@ -360,8 +399,12 @@ class _Loop:
                 continue
             if kind == "actor":
                 self._on_actor(i, res)
+                window["steps"] += res["env_steps"]
             elif kind == "learner":
                 self.updates = res["total_updates"]
+                window["updates"] += res["updates"]
+                learner = res
+        return learner
 
     def _on_actor(self, i: int, res: dict[str, Any]) -> None:
         self.env_steps += res["env_steps"]
@@ -371,12 +414,53 @@ class _Loop:
         self.actor_eps[i] = float(np.mean(res["epsilons"]))
 
     def _restart_actor(self, i: int, err: Exception) -> None:
+        """Replace a dead or failing actor with a fresh one of the same index (same epsilons, same seed);
+        an actor that fails again before finishing any work is a crash loop, and stops the run."""
         self.actor_restarts += 1
-        log.warning("actor %d died (%s); restarting it with the same index and epsilon", i, type(err).__name__)
-        self.console.message(f"actor {i} died; restart #{self.actor_restarts}")
-        if self.actor_restarts > 10 * max(1, self.topo.num_actors):
-            raise TrainingError(f"actors died {self.actor_restarts} times; last error: {err}")
+        self.fail_streak[i] += 1
+        cause = _cause(err)
+        if self.fail_streak[i] > MAX_ACTOR_FAILURES_IN_ROW:
+            raise TrainingError(f"actor {i} failed {self.fail_streak[i]} times in a row without completing any "
+                                f"work; giving up. Last error: {cause}")
+        log.warning("actor %d failed (%s); restarting it with the same index and epsilon", i, cause)
+        self.console.message(f"actor {i} failed ({cause}); restart #{self.actor_restarts}")
+        try:
+            ray.kill(self.topo.actors[i])
+        except Exception:  # already gone
+            pass
         self.topo.actors[i] = self.topo._make_actor(i)
+
+    def _check_shards(self) -> None:
+        """Replace dead replay shards (from the last replay snapshot when one exists, else empty) and
+        point the learner and actors at the new set; the run goes on with the survivors meanwhile."""
+        refs = [s.stats.remote() for s in self.topo.shards]
+        replaced = False
+        for j, ref in enumerate(refs):
+            try:
+                ray.get(ref, timeout=30.0)
+                continue
+            except (RayActorError, RayTaskError, GetTimeoutError) as e:
+                cause = _cause(e)
+            self.shard_restarts += 1
+            new = self.topo.make_shard(j)
+            snapshot = self.replay_snapshot[j] if self.replay_snapshot and j < len(self.replay_snapshot) else None
+            if snapshot is not None:
+                ray.get(new.load_state_dict.remote(snapshot))
+                how = "restored from the last replay snapshot"
+            else:
+                how = "empty (no replay snapshot; set checkpoint.replay=true to keep one)"
+            log.warning("replay shard %d died (%s); replacement started %s", j, cause, how)
+            self.console.message(f"replay shard {j} died; replacement started {how}")
+            try:
+                ray.kill(self.topo.shards[j])
+            except Exception:
+                pass
+            self.topo.shards[j] = new
+            replaced = True
+        if replaced:
+            self.topo.learner.set_shards.remote(self.topo.shards)
+            for a in self.topo.actors:
+                a.set_shards.remote(self.topo.shards)
 
     def _report(self, elapsed: float, w: dict[str, Any], learner: dict[str, Any],
                 eval_returns: list[float] | None) -> dict[str, Any]:
@@ -391,11 +475,12 @@ class _Loop:
             "env_steps_per_s": w["steps"] / dt,
             "updates_per_s": w["updates"] / dt,
             "learner_idle_fraction": (w["idle"] / w["learn_time"]) if w["learn_time"] > 0 else None,
-            "replay_size": learner.get("replay_size", 0),
-            "replay_inserted": learner.get("replay_inserted", 0),
+            "replay_size": learner.get("replay_size"),
+            "replay_inserted": learner.get("replay_inserted"),
             "beta": learner.get("beta"),
             "skipped_updates": learner.get("skipped_updates", 0),
             "actor_restarts": self.actor_restarts,
+            "shard_restarts": self.shard_restarts,
         }
         if w["n"]:
             rec.update({k: v / w["n"] for k, v in w["sums"].items()})
@@ -423,6 +508,7 @@ class _Loop:
         }
         if self.cfg.checkpoint.replay:
             state["replay"] = ray.get([s.state_dict.remote() for s in self.topo.shards])
+            self.replay_snapshot = state["replay"]
         self.last_ckpt = ckpt.save(self.run_dir, state, step=self.env_steps, keep=self.cfg.checkpoint.keep)
         return self.last_ckpt
 

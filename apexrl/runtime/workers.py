@@ -154,6 +154,7 @@ class LearnerWorker:
                 res = ray.get(ref, timeout=30.0)
             except (GetTimeoutError, RayActorError, RayTaskError) as e:
                 log.warning("replay shard %d did not answer: %s", s, type(e).__name__)
+                self.pending[s] = []
                 res = None
             waited += time.perf_counter() - tw
             if res is None:
@@ -201,6 +202,12 @@ class LearnerWorker:
         self.publish()
 
     def set_shards(self, shards: list[Any]) -> None:
+        """Point at a new shard set (a dead shard was replaced): priorities pending for a replaced shard
+        refer to its old contents and are dropped."""
+        for j, (old, new) in enumerate(zip(self.shards, shards)):
+            if old != new:
+                self.pending[j] = []
+                self.sizes[j] = 0
         self.shards = list(shards)
         self.inflight.clear()
 

@@ -1,0 +1,78 @@
+"""The command line: bad input gets one clear line on stderr, exit status 2, and no run dir."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from apexrl.cli import main
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    err = capsys.readouterr().err
+    return code, err
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["train", "--set", "learner.lrr=1e-3"], "did you mean 'learner.lr'"),
+    (["train", "--set", "learner.lr=-1"], "learner.lr"),
+    (["train", "--set", "replay.alpha=2"], "replay.alpha"),
+    (["train", "--set", "replay.capacity=8", "--set", "replay.learning_starts=8"], "learner.batch_size"),
+    (["train", "--set", "env.id=CartPol-v1"], "did you mean CartPole-v1"),
+    (["train", "--set", "env.id=MountainCarContinuous-v0"], "continuous"),
+    (["train", "--config", "nope.yaml"], "not found"),
+    (["train", "--resume", "runs/missing"], "not a run dir"),
+    (["eval", "missing.pt"], "does not exist"),
+])
+def test_bad_input_is_one_line_exit_2_and_no_run_dir(args, fragment, capsys, in_tmp):
+    code, err = run_cli(args, capsys)
+    assert code == 2
+    assert fragment in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (in_tmp / "runs").exists()
+
+
+def test_malformed_yaml_names_the_line(capsys, in_tmp):
+    (in_tmp / "bad.yaml").write_text("learner:\n  lr: [1\n")
+    code, err = run_cli(["train", "--config", "bad.yaml"], capsys)
+    assert code == 2 and "bad.yaml" in err and "line" in err
+
+
+def test_damaged_checkpoint_is_reported(capsys, in_tmp):
+    (in_tmp / "broken.pt").write_bytes(b"not a checkpoint")
+    code, err = run_cli(["eval", "broken.pt"], capsys)
+    assert code == 2 and "cannot be read" in err
+
+
+def test_debug_shows_the_traceback(in_tmp):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    p = subprocess.run([sys.executable, "-m", "apexrl.cli", "--debug", "train", "--set", "learner.lr=-1"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode != 0 and "Traceback" in p.stderr
+
+
+@pytest.mark.timeout(300)
+def test_train_then_eval_through_the_cli(capsys, in_tmp):
+    code = main(["train", "--max-env-steps", "1500", "--console", "plain", "--name", "t",
+                 "--set", "actors.num_actors=1", "--set", "replay.learning_starts=200",
+                 "--set", "network.hidden_sizes=[32,32]", "--set", "evaluation.interval_s=0",
+                 "--set", "logging.report_interval_s=0.5"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "done:" in out.out
+    run = in_tmp / "runs" / "t"
+    assert (run / "config.yaml").exists() and (run / "metrics.jsonl").exists()
+    code = main(["eval", str(run), "--episodes", "2"])
+    out = capsys.readouterr().out
+    assert code == 0 and "return mean" in out
+    code = main(["runs"])
+    assert code == 0 and "t " in capsys.readouterr().out
