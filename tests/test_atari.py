@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import torch
 
 import apexrl.actor as actor_mod
 from apexrl.actor import Actor
-from apexrl.config import Config, EnvConfig, from_dict
+from apexrl.config import Config, EnvConfig, from_dict, load
 from apexrl.envs import make_env
 from apexrl.envs.atari import frame_stacked
 from apexrl.replay import FramePrioritizedReplay
@@ -191,3 +192,68 @@ def test_actor_frame_path_round_trips_through_replay(monkeypatch: pytest.MonkeyP
         assert (ids[pos] == idx).all()
         for k in ("obs", "next_obs", "action", "reward", "discount"):
             np.testing.assert_array_equal(batch[k], truth[k][pos], err_msg=k)
+# ---------------------------------------------------------------- human-normalized scores
+def test_human_normalized_scores() -> None:
+    from apexrl.envs.scores import ATARI_SCORES, game_name, human_normalized_score, median_hns
+
+    assert len(ATARI_SCORES) == 57
+    assert game_name("ALE/MontezumaRevenge-v5") == "montezuma_revenge"
+    assert game_name("KungFuMasterNoFrameskip-v4") == "kung_fu_master"
+    assert game_name("ALE/UpNDown-v5") == "up_n_down"
+    assert game_name("CartPole-v1") is None and human_normalized_score("CartPole-v1", 500) is None
+    assert human_normalized_score("ALE/Pong-v5", -20.7) == pytest.approx(0.0)
+    assert human_normalized_score("ALE/Pong-v5", 14.6) == pytest.approx(1.0)
+    assert median_hns({"ALE/Pong-v5": 14.6, "ALE/Breakout-v5": 1.7, "boxing": 24.1}) == pytest.approx(1.0)
+
+
+def test_every_ale_game_in_the_table_exists() -> None:
+    import gymnasium as gym
+
+    from apexrl.envs.factory import _register_ale
+    from apexrl.envs.scores import ATARI_SCORES, game_name
+
+    _register_ale()
+    known = {game_name(i) for i in gym.registry if i.startswith("ALE/") and i.endswith("-v5")}
+    assert set(ATARI_SCORES) <= known
+
+
+# ---------------------------------------------------------------- end to end
+def test_atari_preset_is_valid_and_paper_shaped() -> None:
+    cfg = load("atari")
+    assert cfg.env.id == "ALE/Pong-v5" and frame_stacked(cfg.env)
+    le = cfg.learner
+    assert (le.n_step, le.batch_size, le.optimizer, le.grad_clip, le.target_update_period) == (
+        3, 512, "rmsprop", 40.0, 2500)
+    assert le.lr == pytest.approx(0.00025 / 4) and le.optimizer_eps == pytest.approx(1.5e-7)
+    assert cfg.actors.weight_sync_period == 400
+    assert load("atari", ["env.id=ALE/Breakout-v5"]).env.id == "ALE/Breakout-v5"
+
+
+def test_train_atari_end_to_end(tmp_path: Any) -> None:
+    from apexrl import checkpoint as ckpt
+    from apexrl.cli import main
+    from apexrl.runtime.driver import train
+
+    cfg = load("atari", [
+        "actors.num_actors=1", "actors.envs_per_actor=2", "actors.send_every=32", "actors.num_cpus=0.5",
+        "learner.num_cpus=0.5",
+        "replay.capacity=4000", "replay.learning_starts=300", "replay.samples_per_insert=null",
+        "learner.batch_size=32", "learner.target_update_period=50", "learner.publish_period=5",
+        "env.max_episode_frames=400", "evaluation.episodes=1", "evaluation.interval_s=2",
+        "logging.report_interval_s=1", "logging.tensorboard=false", "logging.console='off'",
+        "checkpoint.every_reports=0", "stop.max_env_steps=1500", "stop.max_time_s=240",
+    ])
+    result = train(cfg, run_dir=tmp_path / "run")
+    assert result.env_steps >= 1500 or "s" in result.stop_reason
+    assert result.learner_updates > 0
+    assert result.checkpoint is not None and result.checkpoint.exists()
+    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["replay_size"] for r in records) > 300
+    evals = [r for r in records if "eval_return_mean" in r]
+    assert evals, "no evaluation ran"
+    assert "eval_hns" in evals[-1]  # Pong is in the human-normalized score table
+    _, state = ckpt.resolve(result.checkpoint)
+    assert state["counters"]["learner_updates"] == result.learner_updates
+    gif = tmp_path / "pong.gif"
+    assert main(["eval", str(result.checkpoint), "--episodes", "1", "--video", str(gif)]) == 0
+    assert gif.stat().st_size > 1000
