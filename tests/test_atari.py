@@ -244,7 +244,7 @@ def test_train_atari_end_to_end(tmp_path: Any) -> None:
         "checkpoint.every_reports=0", "stop.max_env_steps=1500", "stop.max_time_s=240",
     ])
     result = train(cfg, run_dir=tmp_path / "run")
-    assert result.env_steps >= 1500 or "s" in result.stop_reason
+    assert result.stop_reason.startswith("reached")  # env steps (or the time guard on a slow host)
     assert result.learner_updates > 0
     assert result.checkpoint is not None and result.checkpoint.exists()
     records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
