@@ -4,8 +4,8 @@ The episode runs in the evaluation variant of the env (Atari: unclipped score, t
 ``render_mode="rgb_array"``; the video shows the full-resolution RGB screen the env renders, not the
 84x84 grayscale stacks the network sees.
 
-Formats: ``.mp4`` through ``imageio`` + ``imageio-ffmpeg`` (``pip install "imageio[ffmpeg]"``, ~70 MB,
-so not a dependency of apexrl), streamed frame by frame; ``.gif`` through Pillow (always installed),
+Formats: ``.mp4`` through ``imageio`` + ``imageio-ffmpeg`` (``pip install "apexrl[video]"``, ~70 MB,
+so not a dependency of apexrl), streamed frame by frame; ``.gif`` through Pillow (comes with tensorboard),
 kept in memory as 8-bit palette frames (~34 KB per Atari frame), so long episodes are better as mp4.
 """
 
