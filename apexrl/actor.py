@@ -1,6 +1,18 @@
 """The Ape-X actor: acts eps-greedily in a batch of envs, builds n-step transitions, prioritizes them
 locally and sends them to replay in batches (Horgan et al., 2018, Algorithm 1).
 
+Two observation paths:
+
+* arrays (classic control): the n-step builder carries the observations themselves; priorities are
+  computed at send time with one forward pass over obs and next_obs.
+* frame stacks (Atari, ``frame_stacked(cfg.env)``): a :class:`~apexrl.replay.frames.FrameStackEncoder`
+  gives every 84x84 frame an id; the n-step builder carries ``[K frame ids, state serial]`` rows, and a
+  send is the encoder's de-duplicated payload (each frame once, ~7 KB per transition instead of 56 KB),
+  the format ``FramePrioritizedReplay.add`` takes. Priorities reuse the Q-values computed when acting
+  (as in the paper): every stacked observation gets a serial number, and a small ring keeps
+  Q(s, .) per serial, so |R + gamma^n max_a Q(s_{t+n}, a) - Q(s_t, a_t)| needs no extra forward pass
+  except for final observations of episodes (one small pass per episode end).
+
 Ray-free: ``runtime/`` wraps this class as a Ray actor; tests drive it in-process.
 """
 
@@ -18,8 +30,10 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs import make_env
+from apexrl.envs.atari import frame_stacked
 from apexrl.exploration import actor_epsilons
 from apexrl.networks import load_numpy_state_dict, make_network_factory
+from apexrl.replay.frames import FrameStackEncoder
 from apexrl.replay.nstep import NStepBuilder
 
 log = logging.getLogger(__name__)
@@ -63,12 +77,17 @@ class Actor:
         self.epsilons = actor_epsilons(actor_index, num_actors, E, a.eps_base, a.eps_alpha, a.epsilon_per)
         self.rng = np.random.default_rng(self.seed)
         self.nstep = NStepBuilder(E, cfg.learner.n_step, cfg.learner.gamma)
+        self.frames = frame_stacked(cfg.env)
+        self.frames_sent = 0
+        if self.frames:
+            self._init_frames(E)
         self._pending: list[dict[str, np.ndarray]] = []
         self._pending_count = 0
         self._ep_return = np.zeros(E)
         self._ep_length = np.zeros(E, dtype=np.int64)
         self._since_sync = 0
         self.weights_version = -1
+        self._q_now: torch.Tensor | None = None
         self.env_steps = 0
         self.transitions_sent = 0
         self.episodes = 0
@@ -76,6 +95,79 @@ class Actor:
     def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
         load_numpy_state_dict(self.net, weights)
         self.weights_version = version
+        self._q_now = None  # act on the new weights (the ring entry is overwritten then)
+
+    # ------------------------------------------------------------------ frame path (Atari)
+    def _init_frames(self, E: int) -> None:
+        K = self.cfg.env.frame_stack
+        if self.obs.ndim < 3 or self.obs.shape[1] != K:
+            raise ValueError(f"env '{self.cfg.env.id}' gives observations of shape {self.obs.shape[1:]}, but "
+                             f"the frame path needs [{K}, H, W] stacks (env.frame_stack={K})")
+        n, send = self.cfg.learner.n_step, self.cfg.actors.send_every
+        # Frames and serials stay needed from a window's first observation until its send: at most
+        # (send_every / E + n + K + 2) vector steps, each observing <= 2E stacks (resets: K frames each).
+        steps = -(-send // E) + n + K + 2
+        self.encoder = FrameStackEncoder(E, K, cache_size=max(4096, 2 * E * K * steps))
+        self._qring_size = max(1024, 4 * E * steps)
+        self._qring = np.zeros((self._qring_size, self.num_actions), dtype=np.float32)
+        self._qowner = np.full(self._qring_size, -1, dtype=np.int64)
+        self._serials = 0
+        ids = self.encoder.observe_reset(np.arange(E), self.obs)
+        self._tokens = np.concatenate([ids, self._new_serials(E)[:, None]], axis=1)
+
+    def _new_serials(self, m: int) -> np.ndarray:
+        out = np.arange(self._serials, self._serials + m, dtype=np.int64)
+        self._serials += m
+        return out
+
+    def _store_q(self, serials: np.ndarray, q: np.ndarray) -> None:
+        self._qring[serials % self._qring_size] = q
+        self._qowner[serials % self._qring_size] = serials
+
+    @torch.no_grad()
+    def _frame_tokens(self, next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                      done: np.ndarray, info: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Advance the encoder; return (tokens of next_obs, tokens of the true successors)."""
+        final_tokens = None
+        ended = np.flatnonzero(done)
+        if len(ended):  # observe_final must come before observe_step of the same vector step
+            stacks = np.stack([info["final_obs"][e] for e in ended])
+            final_tokens = np.concatenate([self.encoder.observe_final(ended, stacks),
+                                           self._new_serials(len(ended))[:, None]], axis=1)
+            q = np.zeros((len(ended), self.num_actions), dtype=np.float32)
+            boot = truncated[ended] & ~terminated[ended]  # only a truncated window bootstraps
+            if boot.any():
+                q[boot] = self.net(torch.as_tensor(stacks[boot])).numpy()
+            self._store_q(final_tokens[:, -1], q)
+        ids = self.encoder.observe_step(next_obs, reset_mask=done)
+        tokens = np.concatenate([ids, self._new_serials(len(ids))[:, None]], axis=1)
+        true_next = tokens
+        if final_tokens is not None:
+            true_next = tokens.copy()
+            true_next[ended] = final_tokens
+        return tokens, true_next
+
+    @torch.no_grad()
+    def _frame_payload(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The FramePrioritizedReplay payload of a batch of token transitions, and its priorities."""
+        K = self.cfg.env.frame_stack
+        s0, s1 = batch["obs"][:, K], batch["next_obs"][:, K]
+        if (self._qowner[s1 % self._qring_size] != s1).any():
+            # Successors not acted on yet: the current observations. Their Q-values are the ones the
+            # next _act needs anyway, so compute them now and keep them for it.
+            self._q_now = self.net(torch.as_tensor(self.obs))
+            self._store_q(self._tokens[:, K], self._q_now.numpy())
+        if (self._qowner[s0 % self._qring_size] != s0).any() or (self._qowner[s1 % self._qring_size] != s1).any():
+            raise RuntimeError("actor Q-value ring overwritten before send; this is a bug (ring too small)")
+        q_sa = self._qring[s0 % self._qring_size, batch["action"]].astype(np.float64)
+        q_next = self._qring[s1 % self._qring_size].max(axis=1).astype(np.float64)
+        target = batch["reward"].astype(np.float64) + batch["discount"].astype(np.float64) * q_next
+        prios = np.abs(target - q_sa) + self.cfg.replay.priority_eps
+        payload = self.encoder.encode(batch["obs"][:, :K], batch["next_obs"][:, :K])
+        self.frames_sent += len(payload["frames"])
+        for k in ("action", "reward", "discount"):
+            payload[k] = batch[k]
+        return payload, prios
 
     def _sync(self) -> None:
         if self.weights is None:
@@ -86,7 +178,12 @@ class Actor:
 
     @torch.no_grad()
     def _act(self) -> np.ndarray:
-        q = self.net(torch.as_tensor(self.obs))
+        if self._q_now is not None:  # computed by the last send (frame path)
+            q, self._q_now = self._q_now, None
+        else:
+            q = self.net(torch.as_tensor(self.obs))
+            if self.frames:
+                self._store_q(self._tokens[:, -1], q.numpy())
         greedy = q.argmax(dim=1).numpy()
         explore = self.rng.random(len(greedy)) < self.epsilons
         if explore.any():
@@ -103,12 +200,17 @@ class Actor:
             action = self._act()
             next_obs, reward, terminated, truncated, info = self.envs.step(action)
             done = terminated | truncated
-            true_next = next_obs
-            if done.any():
-                true_next = next_obs.copy()
-                for e in np.flatnonzero(done):
-                    true_next[e] = info["final_obs"][e]
-            out = self.nstep.step(self.obs, action, reward, true_next, terminated, truncated)
+            if self.frames:
+                tokens, true_next = self._frame_tokens(next_obs, terminated, truncated, done, info)
+                out = self.nstep.step(self._tokens, action, reward, true_next, terminated, truncated)
+                self._tokens = tokens
+            else:
+                true_next = next_obs
+                if done.any():
+                    true_next = next_obs.copy()
+                    for e in np.flatnonzero(done):
+                        true_next[e] = info["final_obs"][e]
+                out = self.nstep.step(self.obs, action, reward, true_next, terminated, truncated)
             if out is not None:
                 self._pending.append(out)
                 self._pending_count += len(out["action"])
@@ -138,6 +240,8 @@ class Actor:
             "episode_lengths": lengths,
             "epsilons": self.epsilons.tolist(),
             "weights_version": self.weights_version,
+            "transitions_sent": self.transitions_sent,
+            "frames_sent": self.frames_sent,
             "time_s": dt,
         }
 
@@ -147,6 +251,11 @@ class Actor:
         batch = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         self._pending, self._pending_count = [], 0
         B = len(batch["action"])
+        if self.frames:
+            payload, prios = self._frame_payload(batch)
+            self.sink.add(payload, prios)
+            self.transitions_sent += B
+            return
         q_all = self.net(torch.as_tensor(np.concatenate([batch["obs"], batch["next_obs"]])))
         prios = td_priorities(q_all[:B], q_all[B:], batch["action"], batch["reward"], batch["discount"],
                               self.cfg.replay.priority_eps)

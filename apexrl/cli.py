@@ -58,6 +58,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=12345)
     p.add_argument("--epsilon", type=float, default=0.0)
+    p.add_argument("--video", default=None, metavar="PATH",
+                   help="also record one episode to PATH (.mp4 needs imageio[ffmpeg]; .gif uses Pillow)")
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
@@ -145,12 +147,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from apexrl import checkpoint as ckpt
     from apexrl.config import from_dict
-    from apexrl.envs import check_env
+    from apexrl.envs import check_env, is_atari
+    from apexrl.envs.scores import human_normalized_score
     from apexrl.evaluation import evaluate
     from apexrl.networks import build_network
 
     if args.episodes < 1:
         raise UserError(f"--episodes {args.episodes}: must be >= 1")
+    if args.video is not None and Path(args.video).suffix.lower() not in (".mp4", ".gif"):
+        raise UserError(f"--video {args.video}: use a .mp4 or .gif path")
     path, state = ckpt.resolve(Path(args.checkpoint))
     cfg = from_dict(state["config"])
     obs_space, act_space = check_env(cfg.env)
@@ -160,8 +165,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         raise UserError(f"checkpoint '{path}' does not match the network of its config: {str(e).splitlines()[0]}")
     returns = evaluate(net, cfg.env, args.episodes, seed=args.seed, epsilon=args.epsilon)
+    hns = human_normalized_score(cfg.env.id, float(np.mean(returns))) if is_atari(cfg.env) else None
     print(f"{cfg.env.id}: {args.episodes} episodes, return mean {np.mean(returns):.2f} "
-          f"std {np.std(returns):.2f} (min {np.min(returns):.1f}, max {np.max(returns):.1f}) from {path}")
+          f"std {np.std(returns):.2f} (min {np.min(returns):.1f}, max {np.max(returns):.1f})"
+          + ("" if hns is None else f", human-normalized {100 * hns:.1f}%") + f" from {path}")
+    if args.video is not None:
+        from apexrl.video import VideoError, record_episode
+
+        try:
+            ret, steps = record_episode(net, cfg.env, args.video, seed=args.seed, epsilon=args.epsilon)
+        except VideoError as e:
+            raise UserError(str(e)) from None
+        print(f"video: {args.video} ({steps} steps, return {ret:.1f})")
     return 0
 
 

@@ -30,6 +30,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from apexrl import checkpoint as ckpt
 from apexrl.config import Config, dump_yaml, to_dict
 from apexrl.envs import check_env, is_atari
+from apexrl.envs.scores import human_normalized_score
 from apexrl.metrics import Console, MetricsWriter
 from apexrl.replay.rate_limiter import default_error_buffer
 
@@ -487,6 +488,9 @@ class _Loop:
         if eval_returns is not None:
             rec["eval_return_mean"] = float(np.mean(eval_returns))
             rec["eval_return_std"] = float(np.std(eval_returns))
+            hns = human_normalized_score(self.cfg.env.id, rec["eval_return_mean"])
+            if hns is not None and is_atari(self.cfg.env):
+                rec["eval_hns"] = hns
         for i in range(self.topo.num_actors):
             if i in self.actor_eps:
                 rec[f"actor{i}_epsilon"] = self.actor_eps[i]
