@@ -1,4 +1,5 @@
-"""Ape-X on a multi-node Ray cluster, simulated on this host with ``ray.cluster_utils.Cluster``.
+"""Ape-X on a multi-node Ray cluster, simulated on this host with ``ray.cluster_utils.Cluster``, and
+the deployment files in deploy/ (they parse, and what they run exists in the project).
 
 Layout of the module's cluster (logical resources; the OS shares the real cores)::
 
@@ -13,13 +14,17 @@ the learner exist before that node joins, so they cannot be on it (losing them i
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import yaml
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
@@ -29,8 +34,6 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from apexrl import config as C  # noqa: E402
 from apexrl.metrics import Console  # noqa: E402
 from apexrl.runtime import driver  # noqa: E402
-
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 100 * 1024 * 1024}
 TINY = ["actors.envs_per_actor=2", "replay.capacity=20000", "replay.learning_starts=200",
@@ -89,6 +92,8 @@ def topologies(monkeypatch):
     return made
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_spread_placement_and_gpu_pinned_learner(cluster, topologies, tmp_path):
     c, nodes = cluster
     cfg = C.load("cartpole", TINY + ["actors.num_actors=3", "actors.placement=spread", "replay.num_shards=2",
@@ -110,6 +115,8 @@ def test_spread_placement_and_gpu_pinned_learner(cluster, topologies, tmp_path):
     print("placement:", seen)
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_training_survives_losing_a_worker_node(cluster, topologies, tmp_path):
     """3 actors of 2 CPUs: only the cpu node fits them (two), the third waits until node ``extra`` joins;
     ``extra`` is removed mid-run, the driver restarts that actor, it starts on node ``spare`` (added
@@ -154,6 +161,8 @@ def test_training_survives_losing_a_worker_node(cluster, topologies, tmp_path):
     assert console.records[-1]["actor_restarts"] >= len(st["lost"])
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_cli_train_joins_cluster(cluster, tmp_path):
     c, _ = cluster
     run = tmp_path / "cli-run"
@@ -165,3 +174,92 @@ def test_cli_train_joins_cluster(cluster, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "done: reached 1,000 env steps" in proc.stdout
     assert (run / "metrics.jsonl").read_text().strip()
+
+
+# -- deploy/: parse, and every command and file they name exists ---------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+
+
+def _apexrl_commands(text: str) -> list[str]:
+    """``apexrl ...`` invocations in shell text, each cut at the end of its simple command."""
+    out = []
+    for m in re.finditer(r"(?:^|[\s/'\"(])apexrl\s+((?:train|eval|bench|runs|tune|plot|--|-h|[a-z]+\b(?= --))"
+                         r"[^&;|>'\"\n)]*)", text):
+        out.append(m.group(1).strip())
+    return out
+
+
+def _check_apexrl_command(args: str, where: str) -> None:
+    from apexrl.cli import build_parser
+
+    argv = shlex.split(args)
+    assert argv, f"{where}: bare 'apexrl'"
+    try:
+        ns = build_parser().parse_args(argv)
+    except SystemExit as e:
+        assert e.code == 0, f"{where}: 'apexrl {args}' does not parse"  # --help exits 0
+        return
+    config = getattr(ns, "config", None)
+    if config and config.startswith("~/apexrl/"):
+        assert (ROOT / config[len("~/apexrl/"):]).is_file(), f"{where}: {config} is not in the repo"
+
+
+def test_aws_yaml_is_a_ray_cluster_config():
+    cfg = yaml.safe_load((DEPLOY / "aws.yaml").read_text())
+    schema = Path(ray.__file__).parent / "autoscaler" / "ray-schema.json"
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(cfg, json.loads(schema.read_text()))
+    assert cfg["provider"]["type"] == "aws" and cfg["head_node_type"] in cfg["available_node_types"]
+    head = " ".join(cfg["head_start_ray_commands"])
+    assert "ray start --head --port=6379" in head and "--dashboard-host=0.0.0.0" not in head
+    assert any("ray start --address=$RAY_HEAD_IP:6379" in c for c in cfg["worker_start_ray_commands"])
+    for remote, local in cfg["file_mounts"].items():
+        assert (ROOT / local).exists(), f"file_mounts {remote}: {local} missing"
+    commands = [c for k, v in cfg.items() if k.endswith("_commands") for c in v]
+    header = [line.lstrip("# ") for line in (DEPLOY / "aws.yaml").read_text().splitlines() if line.startswith("#")]
+    found = [a for text in commands + header for a in _apexrl_commands(text)]
+    assert any(a.startswith("train --address auto") for a in found), found
+    for a in found:
+        _check_apexrl_command(a, "aws.yaml")
+
+
+def test_packer_json_builds_the_image():
+    pk = json.loads((DEPLOY / "packer.json").read_text())
+    var = pk["variables"]
+    assert var["torch_version"] == "2.13.0" and var["torch_variant"] == "cpu"
+    assert pk["builders"][0]["type"] == "amazon-ebs"
+    sources = [s for p in pk["provisioners"] if p["type"] == "file" for s in p.get("sources", [p.get("source")])]
+    assert sources
+    for s in sources:
+        assert (DEPLOY / s.replace("{{template_dir}}/", "")).resolve().exists(), f"packer file source {s} missing"
+    inline = "\n".join(c for p in pk["provisioners"] if p["type"] == "shell" for c in p["inline"])
+    assert "torch=={{user `torch_version`}}" in inline
+    found = _apexrl_commands(inline)
+    assert any(a.startswith("train ") for a in found), found  # the image is smoke-tested
+    for a in found:
+        _check_apexrl_command(a, "packer.json")
+
+
+def test_dockerfile_copies_and_runs_what_exists():
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r"^ARG TORCH_VERSION=2\.13\.0$", text, re.M)
+    copies = re.findall(r"^COPY\s+(.+)$", text, re.M)
+    assert copies
+    for line in copies:
+        for src in line.split()[:-1]:
+            assert (ROOT / src).exists(), f"Dockerfile COPY {src} missing"
+    for a in _apexrl_commands(text.replace("\\\n", " ")):
+        _check_apexrl_command(a, "Dockerfile")
+    cmd = json.loads(re.search(r"^CMD\s+(.+)$", text, re.M).group(1))
+    _check_apexrl_command(" ".join(cmd[1:]), "Dockerfile CMD")
+
+
+def test_docs_cluster_commands_exist():
+    text = (ROOT / "docs" / "cluster.md").read_text()
+    blocks = "\n".join(re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.S)).replace("\\\n", " ")
+    found = _apexrl_commands(blocks)
+    assert any(a.startswith("train --address auto") for a in found)
+    for a in found:
+        _check_apexrl_command(a, "docs/cluster.md")
