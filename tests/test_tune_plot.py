@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 
 import numpy as np
@@ -154,3 +155,41 @@ def test_tune_runs_trials_end_to_end(tmp_path, capsys):
         assert yaml.safe_load((Path(r["run_dir"]) / "config.yaml").read_text())["stop"]["max_env_steps"] == 1500
     assert "learner.lr=0.001" in text and "best eval" in text
     assert main(["plot", str(out), "-o", str(tmp_path / "t.png")]) == 0
+
+
+# -- console: live line on a terminal, plain periodic lines elsewhere ----------------------------------
+
+REC = {"time_s": 1234.0, "env_steps": 12_345_678, "learner_updates": 1_234_567, "train_return_mean": 475.3,
+       "eval_return_mean_last": 500.0, "env_steps_per_s": 12345.0, "updates_per_s": 123.0, "replay_size": 100_000}
+
+
+def test_console_live_line_fits_the_terminal(monkeypatch):
+    import io
+
+    from apexrl.metrics import Console
+
+    monkeypatch.setenv("COLUMNS", "60")
+    out = io.StringIO()
+    con = Console("live", out)
+    con.update(REC)
+    con.update(REC)
+    con.message("done")
+    parts = out.getvalue().split("\r\x1b[2K")
+    assert parts[0] == "" and len(parts) == 3
+    assert len(parts[1]) == 59 and parts[2] == parts[1] + "\ndone\n"  # rewritten in place, no wrap
+
+
+def test_console_plain_when_not_a_tty(monkeypatch):
+    import io
+
+    from apexrl import metrics
+
+    out = io.StringIO()
+    con = metrics.Console("auto", out)  # StringIO is not a TTY
+    assert con.mode == "plain"
+    clock = iter([100.0, 100.0, 105.0, 111.0, 111.0])
+    monkeypatch.setattr(metrics, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+    for _ in range(3):
+        con.update(REC)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in out.getvalue() and "12,345,678" in lines[0]  # at most one per 10 s
