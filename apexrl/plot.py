@@ -142,9 +142,11 @@ def band(members: Sequence[Curve], x_of: str, points: int = 200) -> tuple[np.nda
 def plot_runs(runs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], metric: str = "auto",
               title: str | None = None) -> Path:
     """Write the PNG and return its path. ``metric``: eval | train | auto (eval where any run has it)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotError("apexrl plot needs matplotlib: pip install matplotlib") from None
+    matplotlib.use("Agg")  # files only, no display needed
     import matplotlib.pyplot as plt
 
     if not runs:

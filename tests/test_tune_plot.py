@@ -66,6 +66,7 @@ def test_band_ends_with_the_shortest_run(tmp_path):
 
 
 def test_plot_writes_png_via_cli(runs, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
     root, _ = runs
     out = tmp_path / "png" / "curves.png"
     assert main(["plot", str(root), "-o", str(out)]) == 0  # a directory of run dirs
@@ -76,6 +77,7 @@ def test_plot_writes_png_via_cli(runs, tmp_path, capsys):
 
 
 def test_plot_single_run_and_train_metric(tmp_path):
+    pytest.importorskip("matplotlib")
     run = fake_run(tmp_path, "only", 1e-3, 0, 1.0, evals=False)
     assert plot.plot_runs([run], tmp_path / "x.png").stat().st_size > 1000  # auto: no eval -> train
     with pytest.raises(plot.PlotError, match="no eval returns"):
@@ -139,6 +141,8 @@ def test_table_groups_seeds():
 @pytest.mark.slow
 def test_tune_runs_trials_end_to_end(tmp_path, capsys):
     """Two settings x one seed on a private Ray: nested Ray (train() inside a trial) and the table."""
+    pytest.importorskip("ray.tune")
+    pytest.importorskip("matplotlib")
     out = tmp_path / "tune"
     rc = main(["tune", "--grid", "learner.lr=1e-3,3e-4", "--seeds", "1", "--max-env-steps", "1500",
                "--out", str(out), "--set", "actors.num_actors=1", "--set", "replay.learning_starts=200",
