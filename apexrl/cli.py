@@ -245,6 +245,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                   args.max_env_steps, args.max_time, out)
         if args.concurrent is not None and args.concurrent < 1:
             raise UserError(f"--concurrent {args.concurrent}: must be >= 1")
+        if out.exists() and any(out.iterdir()):
+            raise UserError(f"--out {out} exists and is not empty; choose another directory")
         out.mkdir(parents=True, exist_ok=True)
         print(f"tune: {len(trials)} trials -> {out}", file=sys.stderr)
         rows = tune.run(trials, out, address=args.address, max_concurrent=args.concurrent)

@@ -178,13 +178,14 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
     from apexrl.runtime.driver import init_ray
 
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")  # trials write to absolute run dirs anyway
-    cfg0 = C.from_dict(trials[0].config)
-    bundles, per_trial = trial_resources(cfg0)
-    started = init_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(per_trial)))
+    cfgs = [C.from_dict(t.config) for t in trials]
+    bundles = [trial_resources(c)[0] for c in cfgs]  # per trial: the grid may change actors or learner
+    biggest = max(cfgs, key=lambda c: trial_resources(c)[1])
+    started = init_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(trial_resources(biggest)[1])))
     try:
-        n = max_concurrent or concurrency(cfg0, ray.cluster_resources())
+        n = max_concurrent or concurrency(biggest, ray.cluster_resources())
         trainable = tune.with_resources(tune.with_parameters(_trainable, trials=trials),
-                                        tune.PlacementGroupFactory(bundles))
+                                        lambda p: tune.PlacementGroupFactory(bundles[p["trial"]]))
         tuner = tune.Tuner(
             trainable,
             param_space={"trial": tune.grid_search([t.index for t in trials])},

@@ -116,6 +116,9 @@ def test_bad_trial_configs_fail_before_ray(tmp_path, capsys):
         tune.make_trials(None, [], {}, 1, None, None, tmp_path)
     assert main(["tune", "--grid", "learner.lrr=1e-3", "--max-env-steps", "10", "--out", str(tmp_path)]) == 2
     assert "did you mean 'learner.lr'" in capsys.readouterr().err
+    (tmp_path / "old").mkdir()
+    assert main(["tune", "--max-env-steps", "10", "--out", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err
 
 
 def test_trial_resources_and_concurrency():
