@@ -114,8 +114,11 @@ def group_curves(curves: Sequence[Curve]) -> list[tuple[str, list[Curve]]]:
             label = ", ".join(f"{k}={s.get(k)}" for k in differ)
         else:
             label = str(s.get("env.id", members[0].run.name))
-        seeds = sorted(str(c.seed) for c in members)
-        label += f" ({len(members)} seeds)" if len(members) > 1 else f" (seed {seeds[0]})"
+        seeds = {str(c.seed) for c in members}
+        if len(members) == 1:
+            label += f" (seed {members[0].seed})"
+        else:
+            label += f" ({len(members)} seeds)" if len(seeds) == len(members) else f" ({len(members)} runs)"
         out.append((label, members))
     return out
 
