@@ -109,9 +109,9 @@ def test_spread_placement_and_gpu_pinned_learner(cluster, topologies, tmp_path):
     result = driver.train(cfg, run_dir=tmp_path / "run", address=c.address, console=HookConsole(hook))
     assert result.env_steps >= 3000 and result.learner_updates > 0
     assert seen["learner"] == nodes["gpu"].node_id  # the only node with a GPU
-    # One actor per node although the cpu node could take all three. Shards (0 CPUs) are spread only
-    # best effort by Ray: two shards sometimes share a node, so their placement is not asserted.
+    # One actor per node although the cpu node could take all three; the two shards on two nodes.
     assert sorted(seen["actors"]) == sorted(n.node_id for n in nodes.values()), seen
+    assert len(set(seen["shards"])) == 2, seen
     print("placement:", seen)
 
 

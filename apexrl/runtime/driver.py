@@ -96,6 +96,17 @@ def _strategy(cfg: Config) -> str:
     return "SPREAD" if cfg.actors.placement == "spread" else "DEFAULT"
 
 
+def _shard_strategy(cfg: Config, i: int) -> Any:
+    """Shards take no CPU, and Ray spreads zero-resource actors only best effort (two shards often
+    shared a node); under ``spread`` shard i asks for the i-th alive node (soft: elsewhere if it is gone)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if cfg.actors.placement != "spread":
+        return _strategy(cfg)
+    nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+    return NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True) if nodes else _strategy(cfg)
+
+
 class _Topology:
     """Creates and holds the Ray actors of one run."""
 
@@ -115,7 +126,7 @@ class _Topology:
             buffer = r.spi_error_buffer if r.spi_error_buffer is not None else default_error_buffer(
                 spi, cfg.learner.batch_size, cfg.learner.prefetch, cfg.actors.send_every)
         self.shards = [
-            ReplayShardWorker.options(scheduling_strategy=_strategy(cfg)).remote(
+            ReplayShardWorker.options(scheduling_strategy=_shard_strategy(cfg, i)).remote(
                 per_shard, r.alpha, cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames,
                 spi, buffer / r.num_shards)
             for i in range(r.num_shards)
