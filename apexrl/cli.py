@@ -73,6 +73,32 @@ def _add_runs(sub: argparse._SubParsersAction) -> None:
     p.add_argument("root", nargs="?", default="runs")
 
 
+def _add_tune(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="grid of config values x seeds on Ray Tune; one table of results")
+    p.add_argument("config", nargs="?", default=None, help="YAML config file or preset name; default: cartpole")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                   help="values to try for a config key, e.g. --grid learner.lr=1e-4,3e-4 (repeatable: product)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per grid point: seed, seed+1, ... (default 1)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key in every trial (repeatable)")
+    p.add_argument("--max-env-steps", type=int, default=None, help="stop each trial after this many env steps")
+    p.add_argument("--max-time", type=float, default=None, metavar="SECONDS", help="stop each trial after this")
+    p.add_argument("--concurrent", type=int, default=None, metavar="N",
+                   help="trials at once (default: as many as the cluster's CPUs fit)")
+    p.add_argument("--out", default=None, help="directory for the trials' run dirs (default runs/tune-<time>)")
+    p.add_argument("--address", default=None, help="join a Ray cluster ('auto' or HOST:PORT)")
+
+
+def _add_plot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plot", help="PNG learning curves of runs (seeds of one config: mean and min-max band)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="run dirs, or a directory of run dirs (e.g. the --out of apexrl tune)")
+    p.add_argument("-o", "--output", default="curves.png", help="PNG file to write (default curves.png)")
+    p.add_argument("--metric", choices=["auto", "eval", "train"], default="auto",
+                   help="which return to draw (auto: eval where the runs have it, else train)")
+    p.add_argument("--title", default=None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="apexrl", description="Ape-X distributed DQN on PyTorch + Ray")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
@@ -81,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(sub)
     _add_bench(sub)
     _add_runs(sub)
+    _add_tune(sub)
+    _add_plot(sub)
     return parser
 
 
@@ -223,7 +251,43 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "bench": cmd_bench, "runs": cmd_runs}
+def cmd_tune(args: argparse.Namespace) -> int:
+    from apexrl import tune
+
+    try:
+        out = Path(args.out) if args.out is not None else tune.default_out(args.config)
+        trials = tune.make_trials(args.config, args.overrides, tune.parse_grid(args.grid), args.seeds,
+                                  args.max_env_steps, args.max_time, out)
+        if args.concurrent is not None and args.concurrent < 1:
+            raise UserError(f"--concurrent {args.concurrent}: must be >= 1")
+        if out.exists() and any(out.iterdir()):
+            raise UserError(f"--out {out} exists and is not empty; choose another directory")
+        out.mkdir(parents=True, exist_ok=True)
+        print(f"tune: {len(trials)} trials -> {out}", file=sys.stderr)
+        rows = tune.run(trials, out, address=args.address, max_concurrent=args.concurrent)
+    except tune.TuneError as e:
+        raise UserError(str(e)) from None
+    print(tune.table(rows))
+    print(f"run dirs and results.json in {out}; curves: apexrl plot {out}")
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from apexrl import plot
+
+    try:
+        runs = plot.expand_runs(args.runs)
+        path = plot.plot_runs(runs, args.output, metric=args.metric, title=args.title)
+        lines = plot.summary(runs)
+    except plot.PlotError as e:
+        raise UserError(str(e)) from None
+    print("\n".join(lines))
+    print(f"wrote {path} ({len(runs)} runs)")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "bench": cmd_bench, "runs": cmd_runs, "tune": cmd_tune,
+            "plot": cmd_plot}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -110,7 +112,8 @@ class Console:
     def __init__(self, mode: str = "auto", stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         if mode == "auto":
-            mode = "live" if self.stream.isatty() else "plain"
+            tty = getattr(self.stream, "isatty", lambda: False)()
+            mode = "live" if tty and os.environ.get("TERM") != "dumb" else "plain"
         self.mode = mode
         self._last_plain = 0.0
         self._live = False
@@ -120,13 +123,20 @@ class Console:
             return
         line = progress_line(record)
         if self.mode == "live":
-            self.stream.write("\r\x1b[2K" + line)
+            # Clip to the terminal: a wrapped line leaves one stale row per update ("\x1b[2K" clears one).
+            self.stream.write("\r\x1b[2K" + line[: max(20, self._columns() - 1)])
             self.stream.flush()
             self._live = True
         elif time.monotonic() - self._last_plain >= 10.0 or self._last_plain == 0.0:
             self._last_plain = time.monotonic()
             self.stream.write(line + "\n")
             self.stream.flush()
+
+    def _columns(self) -> int:
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            return shutil.get_terminal_size(fallback=(120, 24)).columns
 
     def message(self, text: str) -> None:
         if self.mode == "off":

@@ -194,12 +194,3 @@ class FrameStackEncoder:
             raise ValueError(f"env(s) {env_ids[bad].tolist()}: older frames of the stack are not the "
                              "previous stack shifted by one; was a reset not reported?")
 
-
-def __getattr__(name: str) -> Any:
-    # ``from apexrl.replay.frames import FramePrioritizedReplay`` (as replay/shard.py does) keeps
-    # working now that the replay side lives in frame_replay.py; lazy to avoid an import cycle.
-    if name == "FramePrioritizedReplay":
-        from apexrl.replay.frame_replay import FramePrioritizedReplay
-
-        return FramePrioritizedReplay
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ class ReplayShard:
                  frames: bool = False, samples_per_insert: float | None = None,
                  error_buffer: float = 0.0) -> None:
         if frames:
-            from apexrl.replay.frames import FramePrioritizedReplay
+            from apexrl.replay.frame_replay import FramePrioritizedReplay
 
             self.buffer: Any = FramePrioritizedReplay(capacity, alpha=alpha, seed=seed)
         else:

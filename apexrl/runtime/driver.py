@@ -122,6 +122,17 @@ def _strategy(cfg: Config) -> str:
     return "SPREAD" if cfg.actors.placement == "spread" else "DEFAULT"
 
 
+def _shard_strategy(cfg: Config, i: int) -> Any:
+    """Shards take no CPU, and Ray spreads zero-resource actors only best effort (two shards often
+    shared a node); under ``spread`` shard i asks for the i-th alive node (soft: elsewhere if it is gone)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if cfg.actors.placement != "spread":
+        return _strategy(cfg)
+    nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+    return NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True) if nodes else _strategy(cfg)
+
+
 class _Topology:
     """Creates and holds the Ray actors of one run."""
 
@@ -154,7 +165,7 @@ class _Topology:
     def make_shard(self, i: int) -> Any:
         per_shard, alpha, frames, spi, buffer = self._shard_args
         r = self.cfg.replay
-        return self._shard_cls.options(scheduling_strategy=_strategy(self.cfg)).remote(
+        return self._shard_cls.options(scheduling_strategy=_shard_strategy(self.cfg, i)).remote(
             per_shard, alpha, self.cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames, spi, buffer)
 
     def _make_actor(self, i: int) -> Any:
