@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from apexrl.runtime.driver import TrainResult
 
 
-def train(config: "Config | Mapping[str, Any] | str | os.PathLike[str] | None" = None, **kwargs: Any) -> "TrainResult":
+def train(config: Config | Mapping[str, Any] | str | os.PathLike[str] | None = None, **kwargs: Any) -> TrainResult:
     """Train Ape-X. ``config`` is a Config, a (possibly RLlib-style) dict such as the seed article's,
     a YAML path or preset name, or None for the CartPole default. Keyword arguments go to
     :func:`apexrl.runtime.driver.train`, e.g. ``model_factory=lambda obs_space, act_space: MyNet(...)``."""

@@ -10,10 +10,10 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from apexrl.config import ConfigError
 
@@ -145,7 +145,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.run_dir is not None and Path(args.run_dir).exists() and any(Path(args.run_dir).iterdir()):
         raise UserError(f"--run-dir {args.run_dir} exists and is not empty; use --resume {args.run_dir} "
                         "to continue it or choose another directory")
-    _install_sigterm()
     try:
         result = train(cfg, run_dir=args.run_dir, address=args.address, resume=args.resume,
                        dashboard=args.dashboard)
@@ -157,17 +156,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"done: {result.stop_reason}; {result.env_steps:,} env steps, {result.learner_updates:,} updates, "
           f"{result.time_s:.0f} s; last eval {ev}, best {best}; run dir {result.run_dir}")
     return 0
-
-
-def _install_sigterm() -> None:
-    def handler(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise KeyboardInterrupt
-
-    try:
-        signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (e.g. called from a test harness)
-        pass
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -191,7 +179,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         net.load_state_dict(state["learner"]["net"])
     except RuntimeError as e:
-        raise UserError(f"checkpoint '{path}' does not match the network of its config: {str(e).splitlines()[0]}")
+        raise UserError(f"checkpoint '{path}' does not match the network of its config: {str(e).splitlines()[0]}") from None
     returns = evaluate(net, cfg.env, args.episodes, seed=args.seed, epsilon=args.epsilon)
     hns = human_normalized_score(cfg.env.id, float(np.mean(returns))) if is_atari(cfg.env) else None
     print(f"{cfg.env.id}: {args.episodes} episodes, return mean {np.mean(returns):.2f} "
@@ -219,7 +207,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except ModuleNotFoundError:
         avail = sorted(p.stem for p in (root / "benchmarks").glob("*.py") if not p.stem.startswith("_"))
         raise UserError(f"unknown benchmark '{args.which}'; available: {', '.join(avail) or 'none'} "
-                        "(benchmarks run from a source checkout)")
+                        "(benchmarks run from a source checkout)") from None
     return int(mod.main(list(args.args)) or 0)
 
 

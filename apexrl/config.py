@@ -13,9 +13,10 @@ import math
 import os
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -136,7 +137,7 @@ class Config:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     stop: StopConfig = field(default_factory=StopConfig)
 
-    def replace(self, **dotted: Any) -> "Config":
+    def replace(self, **dotted: Any) -> Config:
         """Return a validated copy with ``{"learner.lr": 1e-4}``-style overrides applied."""
         data = to_dict(self)
         for key, value in dotted.items():

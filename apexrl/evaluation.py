@@ -6,7 +6,7 @@ as much network time as one.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np

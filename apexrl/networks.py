@@ -6,7 +6,8 @@ until the network scales them, so replay and Ray transfers carry 1 byte per pixe
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import gymnasium as gym
 import numpy as np

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import yaml
@@ -205,5 +206,5 @@ def summary(runs: Sequence[str | os.PathLike[str]]) -> list[str]:
     return lines
 
 
-__all__ = ["PlotError", "expand_runs", "plot_runs", "summary", "load_curve", "group_curves", "band"]
+__all__ = ["PlotError", "band", "expand_runs", "group_curves", "load_curve", "plot_runs", "summary"]
 

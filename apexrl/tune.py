@@ -25,10 +25,11 @@ import json
 import math
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from apexrl import config as C
 from apexrl.config import Config, ConfigError, to_dict

@@ -13,7 +13,8 @@ Preparation (building arrays / payloads) happens outside the timed calls.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -310,7 +311,7 @@ def torchrl_skip_reason() -> str | None:
                 "extension (needed by its PrioritizedSampler) fails to load with torch 2.13.0 "
                 "(undefined symbol), so it needs a source build against this torch")
     try:
-        import torchrl._torchrl  # noqa: F401 - the C++ sum/min segment trees its sampler needs
+        import torchrl._torchrl
     except Exception as e:  # noqa: BLE001
         return (f"torchrl {torchrl.__version__}'s C++ extension does not load with torch {torch.__version__} "
                 f"(its PrioritizedSampler needs it; rebuild torchrl from source): {str(e)[:120]}")

@@ -7,7 +7,7 @@ import os
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture

@@ -20,20 +20,21 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
-import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
+import ray
+from ray.cluster_utils import Cluster
 
-from apexrl import config as C  # noqa: E402
-from apexrl.metrics import Console  # noqa: E402
-from apexrl.runtime import driver  # noqa: E402
+from apexrl import config as C
+from apexrl.metrics import Console
+from apexrl.runtime import driver
 
 NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 100 * 1024 * 1024}
 TINY = ["actors.envs_per_actor=2", "replay.capacity=20000", "replay.learning_starts=200",
@@ -244,21 +245,21 @@ def test_packer_json_builds_the_image():
 
 def test_dockerfile_copies_and_runs_what_exists():
     text = (DEPLOY / "Dockerfile").read_text()
-    assert re.search(r"^ARG TORCH_VERSION=2\.13\.0$", text, re.M)
-    copies = re.findall(r"^COPY\s+(.+)$", text, re.M)
+    assert re.search(r"^ARG TORCH_VERSION=2\.13\.0$", text, re.MULTILINE)
+    copies = re.findall(r"^COPY\s+(.+)$", text, re.MULTILINE)
     assert copies
     for line in copies:
         for src in line.split()[:-1]:
             assert (ROOT / src).exists(), f"Dockerfile COPY {src} missing"
     for a in _apexrl_commands(text.replace("\\\n", " ")):
         _check_apexrl_command(a, "Dockerfile")
-    cmd = json.loads(re.search(r"^CMD\s+(.+)$", text, re.M).group(1))
+    cmd = json.loads(re.search(r"^CMD\s+(.+)$", text, re.MULTILINE).group(1))
     _check_apexrl_command(" ".join(cmd[1:]), "Dockerfile CMD")
 
 
 def test_docs_cluster_commands_exist():
     text = (ROOT / "docs" / "cluster.md").read_text()
-    blocks = "\n".join(re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.S)).replace("\\\n", " ")
+    blocks = "\n".join(re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.DOTALL)).replace("\\\n", " ")
     found = _apexrl_commands(blocks)
     assert any(a.startswith("train --address auto") for a in found)
     for a in found:

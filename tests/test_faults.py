@@ -64,3 +64,45 @@ def test_a_crash_looping_actor_stops_the_run_with_the_cause():
     assert "simulated env failure on reset" in str(e.value)
     assert "in a row" in str(e.value)
     assert not ray.is_initialized()
+
+
+def test_a_killed_replay_shard_is_replaced_and_training_goes_on(tmp_path):
+    killed: list[int] = []
+    _kill_when_running("ReplayShardWorker", 4.0, killed)
+    res = train(tiny(**{"stop.max_env_steps": 10_000, "replay.num_shards": 2, "checkpoint.every_reports": 2,
+                        "checkpoint.replay": True}), run_dir=tmp_path / "r")
+    assert killed, "the test must really kill a shard"
+    import json
+    records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["shard_restarts"] >= 1
+    assert res.env_steps >= 10_000
+    after = [r for r in records if r["shard_restarts"] >= 1]
+    assert after[-1]["learner_updates"] > after[0]["learner_updates"], "the learner keeps updating"
+
+
+def test_sigterm_writes_a_final_checkpoint_and_exits(tmp_path):
+    import subprocess
+    import sys
+
+    from apexrl import checkpoint as ckpt
+
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    p = subprocess.Popen([sys.executable, "-m", "apexrl.cli", "train", "--run-dir", str(run), "--console", "plain",
+                          "--set", "actors.num_actors=1", "--set", "replay.learning_starts=200",
+                          "--set", "checkpoint.every_reports=0", "--set", "evaluation.interval_s=0"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and not (run / "metrics.jsonl").exists():
+            time.sleep(0.5)
+        time.sleep(3.0)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err[-2000:]
+    assert "interrupted" in err or "interrupted" in out
+    path, state = ckpt.load_latest(run)
+    assert state["counters"]["env_steps"] > 0

@@ -18,7 +18,8 @@ terminal but continues the game on reset; :class:`LifeLossTerminal` does that.
 
 from __future__ import annotations
 
-from typing import Any, Callable, SupportsFloat
+from collections.abc import Callable
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np

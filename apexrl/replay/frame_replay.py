@@ -32,7 +32,8 @@ percent below ``capacity`` at (frames per transition * f + t) bytes per stored t
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

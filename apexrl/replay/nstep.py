@@ -45,7 +45,7 @@ class NStepBuilder:
         ``next_obs`` must be the true successor observation: the final observation for envs whose episode
         ended this step (not the reset observation an autoresetting vector env returns).
         """
-        n, E = self.n, self.num_envs
+        n = self.n
         if self._obs is None:
             self._obs = np.zeros((n, *obs.shape), dtype=obs.dtype)
         p = self._t % n

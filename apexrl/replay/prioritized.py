@@ -18,7 +18,8 @@ using the indices it was given, possibly after actors have overwritten some of t
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -11,7 +11,8 @@ gather per key; no per-item Python loop anywhere.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

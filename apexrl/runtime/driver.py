@@ -13,13 +13,15 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -230,6 +232,7 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
     console = console or Console(cfg.logging.console)
 
     started_ray = init_ray(address, num_cpus=max(os.cpu_count() or 1, 1), dashboard=dashboard)
+    previous_sigterm = _sigterm_as_interrupt()  # after ray.init, which installs its own (aborting) handler
     topo: _Topology | None = None
     try:
         cluster_cpus = float(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
@@ -250,6 +253,21 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
             topo.kill()
         if started_ray:
             ray.shutdown()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _sigterm_as_interrupt() -> Any:
+    """SIGTERM (a scheduler's or a preemptible VM's stop) takes the same path as Ctrl-C: final checkpoint,
+    bounded shutdown. Returns the previous handler, or None off the main thread (nothing installed)."""
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM stops at once
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        return None
 
 
 class _Loop:

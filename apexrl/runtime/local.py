@@ -3,8 +3,8 @@ runtime wraps, with direct calls for transport. For tests, debugging and profili
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -42,7 +42,7 @@ class LocalWeights:
     def publish(self, version: int, weights: Weights) -> None:
         self.version, self.weights = version, weights
 
-    def source(self) -> "_Source":
+    def source(self) -> _Source:
         return _Source(self)
 
 

@@ -29,12 +29,12 @@ class RandomFrames(gym.Env):
     def _frame(self) -> np.ndarray:
         return self.np_random.integers(0, 4, (2, 3), dtype=np.uint8)
 
-    def reset(self, *, seed=None, options=None):  # noqa: ANN001, ANN201
+    def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.k, self.t = (self.k + 1) % len(self.episodes), 0
         return self._frame(), {}
 
-    def step(self, action):  # noqa: ANN001, ANN201
+    def step(self, action):
         self.t += 1
         length, terminates = self.episodes[self.k]
         end = self.t >= length
@@ -57,7 +57,7 @@ episode = st.tuples(st.integers(1, 7), st.booleans())
     frame_slack=st.integers(0, 30),
     seed=st.integers(0, 2**16),
 )
-def test_sampled_stacks_equal_the_env_stacks(num_envs, stack, n_step, padding, mode, episodes,  # noqa: ANN001
+def test_sampled_stacks_equal_the_env_stacks(num_envs, stack, n_step, padding, mode, episodes,
                                              send_every, capacity, frame_slack, seed) -> None:
     envs = SyncVectorEnv(
         [lambda e=e: FrameStackObservation(RandomFrames(episodes[e]), stack, padding_type=padding)

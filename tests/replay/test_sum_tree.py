@@ -166,8 +166,7 @@ def test_property_tree_matches_a_plain_array(capacity: int, ops: list[list[tuple
 def test_docstring_examples_run() -> None:
     import doctest
 
-    import apexrl.replay.prioritized as prioritized
-    import apexrl.replay.sum_tree as sum_tree
+    from apexrl.replay import prioritized, sum_tree
 
     for module in (sum_tree, prioritized):
         assert doctest.testmod(module).failed == 0
