@@ -28,6 +28,16 @@ class RateLimiter:
             return True
         return sampled + batch <= self.ratio * max(0, inserted - self.min_size) + self.error_buffer
 
+    def batches_allowed(self, size: int, inserted: int, sampled: int, batch: int, wanted: int) -> int:
+        """How many of ``wanted`` batches may be sampled now (0..wanted); ``can_sample`` applied batch by
+        batch, so one request for k batches is never granted more than k single requests would be."""
+        if size < self.min_size or wanted < 1:
+            return 0
+        if self.ratio is None:
+            return wanted
+        room = self.ratio * max(0, inserted - self.min_size) + self.error_buffer - sampled
+        return int(max(0, min(wanted, room // batch)))
+
     def can_insert(self, size: int, inserted: int, sampled: int) -> bool:
         if self.ratio is None or size < self.min_size:
             return True
