@@ -19,10 +19,11 @@ from apexrl.config import Config
 from apexrl.evaluation import evaluate
 from apexrl.learner import Learner
 from apexrl.networks import load_numpy_state_dict, make_network_factory
-from apexrl.replay.shard import ReplayShard
+from apexrl.runtime.shard_worker import ReplayShardWorker
 from apexrl.runtime.transport import RayReplaySink, RayWeightSource
 
 log = logging.getLogger(__name__)
+__all__ = ["ActorWorker", "EvaluatorWorker", "LearnerWorker", "ReplayShardWorker", "batches_per_request"]
 ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
 
 
@@ -53,43 +54,6 @@ class ActorWorker:
 
     def close(self) -> None:
         self.actor.close()
-
-
-@ray.remote(num_cpus=0)
-class ReplayShardWorker:
-    def __init__(self, capacity: int, alpha: float, seed: int, min_size: int, frames: bool = False,
-                 samples_per_insert: float | None = None, error_buffer: float = 0.0) -> None:
-        _quiet_worker()
-        self.shard = ReplayShard(capacity, alpha=alpha, seed=seed, min_size=min_size, frames=frames,
-                                 samples_per_insert=samples_per_insert, error_buffer=error_buffer)
-
-    def add(self, batch: dict[str, np.ndarray], priorities: np.ndarray) -> bool:
-        return self.shard.add(batch, priorities)
-
-    def insert_allowed(self) -> bool:
-        return self.shard.insert_allowed()
-
-    def sample(self, batch_size: int, beta: float) -> dict[str, Any]:
-        return self.shard.sample(batch_size, beta)
-
-    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
-        self.shard.update_priorities(indices, priorities)
-
-    def update_and_sample(self, indices: np.ndarray | None, priorities: np.ndarray | None, batch_size: int,
-                          beta: float, num_batches: int = 1) -> dict[str, Any]:
-        return self.shard.update_and_sample(indices, priorities, batch_size, beta, num_batches)
-
-    def stats(self) -> dict[str, Any]:
-        return self.shard.stats()
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.shard.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.shard.load_state_dict(state)
-
-    def pid(self) -> int:
-        return os.getpid()
 
 
 def batches_per_request(cfg: Config) -> int:
