@@ -5,9 +5,10 @@ With ratio r and error buffer b, the shard keeps its counters inside the band
     r * inserted - b  <=  sampled  <=  r * inserted + b
 
 The learner may sample while ``sampled + batch <= r * inserted + b``; an actor may insert while
-``r * inserted - sampled <= b``. Both cannot be refused at once (that would need sampled > r*I + b and
-sampled < r*I - b), so the limiter cannot deadlock as long as b >= 0; below ``min_size`` sampling is
-refused and inserting always allowed, so the warm-up cannot deadlock either. ``ratio=None`` disables it.
+``r * inserted - sampled <= b``. Refusing both at once needs b < r*I - sampled < batch - b, so the
+limiter cannot deadlock as long as b >= batch / 2 (``default_error_buffer`` gives b >= 2 * batch); below
+``min_size`` sampling is refused and inserting always allowed, so the warm-up cannot deadlock either.
+``ratio=None`` disables it. tests/test_rate_limiter.py checks both sides under adversarial schedules.
 """
 
 from __future__ import annotations
