@@ -66,6 +66,7 @@ class Learner:
         else:  # Ape-X: centered RMSProp, decay 0.95
             self.optimizer = torch.optim.RMSprop(self.net.parameters(), lr=lc.lr, alpha=0.95,
                                                  eps=lc.optimizer_eps, centered=True)
+        self._params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self.updates = 0
         self.skipped_updates = 0
         self.consecutive_skips = 0
@@ -107,11 +108,11 @@ class Learner:
         loss = (w * elementwise).mean()
         if not torch.isfinite(loss):
             return self._skip("loss")
-        self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad()
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), lc.grad_clip)
         if not torch.isfinite(grad_norm):
-            self.optimizer.zero_grad(set_to_none=True)
+            self._zero_grad()
             return self._skip("gradient")
         self.optimizer.step()
         self.updates += 1
@@ -128,6 +129,12 @@ class Learner:
             "is_weight_mean": float(w.mean()),
         }
         return prios, metrics
+
+    def _zero_grad(self) -> None:
+        # Same as optimizer.zero_grad(set_to_none=True) without its profiler/dynamo wrappers, which cost
+        # ~10% of a CartPole update (py-spy: record_function.__enter__ + _disable_dynamo per call).
+        for p in self._params:
+            p.grad = None
 
     def _skip(self, what: str) -> tuple[None, dict[str, float]]:
         self.skipped_updates += 1

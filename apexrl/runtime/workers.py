@@ -23,7 +23,7 @@ from apexrl.runtime.shard_worker import ReplayShardWorker
 from apexrl.runtime.transport import RayReplaySink, RayWeightSource
 
 log = logging.getLogger(__name__)
-__all__ = ["ActorWorker", "EvaluatorWorker", "LearnerWorker", "ReplayShardWorker", "batches_per_request"]
+__all__ = ["ActorWorker", "EvaluatorWorker", "LearnerWorker", "ReplayShardWorker"]
 ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
 
 
@@ -56,7 +56,7 @@ class ActorWorker:
         self.actor.close()
 
 
-def batches_per_request(cfg: Config) -> int:
+def _batches_per_request(cfg: Config) -> int:
     """Batches per learner -> shard round trip (see ``LearnerWorker``)."""
     k = getattr(cfg.learner, "batches_per_request", None)
     if k is None:
@@ -76,7 +76,8 @@ class LearnerWorker:
     """
 
     def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space, shards: list[Any],
-                 ps: Any, model_factory: ModelFactory | None, threads: int = 1) -> None:
+                 ps: Any, model_factory: ModelFactory | None, threads: int = 1,
+                 batches_per_request: int | None = None) -> None:
         _quiet_worker(threads)
         self.cfg = cfg
         self.learner = Learner(cfg, observation_space, action_space, model_factory)
@@ -90,7 +91,7 @@ class LearnerWorker:
         self.pending: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in shards]
         self._weights_ref: Any = None
         self.version = 0
-        self.batches_per_request = batches_per_request(cfg)
+        self.batches_per_request = max(1, batches_per_request) if batches_per_request else _batches_per_request(cfg)
         self.publish()
 
     def publish(self) -> None:
@@ -121,6 +122,7 @@ class LearnerWorker:
         """Update for about ``duration_s`` seconds; return aggregated metrics for the driver's report."""
         lc = self.cfg.learner
         t0 = time.perf_counter()
+        c0 = time.process_time()
         waited = 0.0
         sums: dict[str, float] = {}
         n = 0
@@ -163,6 +165,7 @@ class LearnerWorker:
                     self.publish()
         elapsed = time.perf_counter() - t0
         out: dict[str, Any] = {k: v / n for k, v in sums.items()} if n else {}
+        out["cpu_s"] = time.process_time() - c0  # this process's CPU: updates per CPU second survive a busy host
         out.update({
             "updates": n,
             "total_updates": self.learner.updates,
