@@ -60,7 +60,7 @@ def _batches_per_request(cfg: Config) -> int:
     """Batches per learner -> shard round trip (see ``LearnerWorker``)."""
     k = getattr(cfg.learner, "batches_per_request", None)
     if k is None:
-        k = min(8, max(1, 256 // cfg.learner.batch_size))
+        k = min(8, max(1, 512 // cfg.learner.batch_size))
     return max(1, int(k))
 
 
@@ -70,7 +70,7 @@ class LearnerWorker:
     for a full round trip; new priorities ride along with the next request to the same shard.
 
     Each request asks for ``batches_per_request`` batches (config ``learner.batches_per_request`` when
-    the config has it, else enough batches for ~256 transitions, at most 8): a Ray round trip costs
+    the config has it, else enough batches for ~512 transitions, at most 8): a Ray round trip costs
     ~1 ms of CPU on the learner and the shard, about as much as one CartPole update, so one trip per
     batch of 64 halved the learner's update rate (py-spy: 20% of learner time in ``.remote()``).
     """
