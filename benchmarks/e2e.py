@@ -121,11 +121,24 @@ def run_apexrl(env_id: str, seed: int, budget: float, eval_interval: float, over
                             "logging.console=plain", "logging.tensorboard=false", "checkpoint.every_reports=0",
                             *([f"evaluation.interval_s={eval_interval}"] if eval_interval > 0 else []),
                             *overrides])
+    from apexrl.metrics import Console
+
+    class _StartClock(Console):
+        """Notes when the driver's clock started (first report time minus its time_s): the start-up before
+        it (Ray, worker processes) counts; the drain, checkpoint and shutdown after the target do not."""
+
+        t_start: float | None = None
+
+        def update(self, record: dict[str, Any]) -> None:
+            if self.t_start is None:
+                self.t_start = time.perf_counter() - float(record["time_s"])
+            super().update(record)
+
     run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"apexrl-e2e-{os.getpid()}"
+    console = _StartClock("plain")
     t0 = time.perf_counter()
-    res = train(cfg, run_dir=run_dir)
-    wall = time.perf_counter() - t0  # includes Ray start-up, which the driver's clock does not
-    startup = max(0.0, wall - res.time_s)
+    res = train(cfg, run_dir=run_dir, console=console)
+    startup = max(0.0, (console.t_start or t0) - t0)
     reached = res.time_to_target_s is not None
     return {
         "reached": reached,
