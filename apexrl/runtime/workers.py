@@ -23,7 +23,7 @@ from apexrl.runtime.shard_worker import ReplayShardWorker
 from apexrl.runtime.transport import RayReplaySink, RayWeightSource
 
 log = logging.getLogger(__name__)
-__all__ = ["ActorWorker", "EvaluatorWorker", "LearnerWorker", "ReplayShardWorker"]
+__all__ = ["ActorWorker", "EvaluatorWorker", "LearnerWorker", "ReplayShardWorker", "default_batches_per_request"]
 ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
 
 
@@ -56,7 +56,7 @@ class ActorWorker:
         self.actor.close()
 
 
-def _batches_per_request(cfg: Config) -> int:
+def default_batches_per_request(cfg: Config) -> int:
     """Batches per learner -> shard round trip (see ``LearnerWorker``)."""
     k = getattr(cfg.learner, "batches_per_request", None)
     if k is None:
@@ -91,7 +91,8 @@ class LearnerWorker:
         self.pending: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in shards]
         self._weights_ref: Any = None
         self.version = 0
-        self.batches_per_request = max(1, batches_per_request) if batches_per_request else _batches_per_request(cfg)
+        self.batches_per_request = (max(1, batches_per_request) if batches_per_request
+                                    else default_batches_per_request(cfg))
         self.publish()
 
     def publish(self) -> None:
