@@ -90,6 +90,7 @@ class LearnerConfig:
     target_update_period: int = 500  # learner updates between target-network copies
     publish_period: int = 10  # learner updates between weight publications to actors
     prefetch: int = 4  # sample requests kept in flight
+    batches_per_request: int | None = None  # batches per learner<->shard round trip; None = ~512 transitions (max 8)
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
     num_gpus: float = 0.0  # Ray GPUs for the learner actor
     num_cpus: float = 1.0  # Ray CPUs for the learner actor
@@ -368,6 +369,8 @@ def validate(cfg: Config) -> Config:
            "an integer >= 1")
     _check(le.publish_period >= 1, "learner.publish_period", le.publish_period, "an integer >= 1")
     _check(le.prefetch >= 1, "learner.prefetch", le.prefetch, "an integer >= 1")
+    _check(le.batches_per_request is None or le.batches_per_request >= 1, "learner.batches_per_request",
+           le.batches_per_request, "an integer >= 1 or null")
     _check(le.device == "auto" or le.device == "cpu" or le.device.startswith("cuda") or le.device == "mps",
            "learner.device", le.device, "cpu, cuda, cuda:N, mps or auto")
     _check(le.num_gpus >= 0, "learner.num_gpus", le.num_gpus, "a number >= 0")

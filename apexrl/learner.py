@@ -41,6 +41,16 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def _adam(params: Any, lr: float, eps: float) -> torch.optim.Optimizer:
+    """Adam with the fused kernel where this torch has it (CPU since 2.4): same math, one kernel per
+    step instead of a Python loop over parameters; ~25% less CPU per CartPole update."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(params, lr=lr, eps=eps)
+
+
 class Learner:
     def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                  model_factory: Callable[[gym.Space, gym.Space], torch.nn.Module] | None = None,
@@ -54,11 +64,11 @@ class Learner:
         self.target = copy.deepcopy(self.net).to(self.device)
         self.target.requires_grad_(False)
         if lc.optimizer == "adam":
-            self.optimizer: torch.optim.Optimizer = torch.optim.Adam(self.net.parameters(), lr=lc.lr,
-                                                                     eps=lc.optimizer_eps)
+            self.optimizer: torch.optim.Optimizer = _adam(self.net.parameters(), lc.lr, lc.optimizer_eps)
         else:  # Ape-X: centered RMSProp, decay 0.95
             self.optimizer = torch.optim.RMSprop(self.net.parameters(), lr=lc.lr, alpha=0.95,
                                                  eps=lc.optimizer_eps, centered=True)
+        self._params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self.updates = 0
         self.skipped_updates = 0
         self.consecutive_skips = 0
@@ -100,11 +110,11 @@ class Learner:
         loss = (w * elementwise).mean()
         if not torch.isfinite(loss):
             return self._skip("loss")
-        self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad()
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), lc.grad_clip)
         if not torch.isfinite(grad_norm):
-            self.optimizer.zero_grad(set_to_none=True)
+            self._zero_grad()
             return self._skip("gradient")
         self.optimizer.step()
         self.updates += 1
@@ -121,6 +131,12 @@ class Learner:
             "is_weight_mean": float(w.mean()),
         }
         return prios, metrics
+
+    def _zero_grad(self) -> None:
+        # Same as optimizer.zero_grad(set_to_none=True) without its profiler/dynamo wrappers, which cost
+        # ~10% of a CartPole update (py-spy: record_function.__enter__ + _disable_dynamo per call).
+        for p in self._params:
+            p.grad = None
 
     def _skip(self, what: str) -> tuple[None, dict[str, float]]:
         self.skipped_updates += 1

@@ -141,7 +141,7 @@ class _Topology:
     def __init__(self, cfg: Config, obs_space: gym.Space, act_space: gym.Space, num_actors: int,
                  model_factory: ModelFactory | None) -> None:
         from apexrl.runtime.transport import ParameterServer
-        from apexrl.runtime.workers import ActorWorker, EvaluatorWorker, LearnerWorker, ReplayShardWorker
+        from apexrl.runtime.workers import ActorWorker, LearnerWorker, ReplayShardWorker, default_batches_per_request
 
         r = cfg.replay
         self.cfg, self.num_actors, self.model_factory = cfg, num_actors, model_factory
@@ -152,7 +152,8 @@ class _Topology:
         buffer = 0.0
         if spi is not None:
             buffer = r.spi_error_buffer if r.spi_error_buffer is not None else default_error_buffer(
-                spi, cfg.learner.batch_size, cfg.learner.prefetch, cfg.actors.send_every)
+                spi, cfg.learner.batch_size, cfg.learner.prefetch * default_batches_per_request(cfg),
+                cfg.actors.send_every)
         self._shard_cls, self._shard_args = ReplayShardWorker, (per_shard, r.alpha, frames, spi, buffer / r.num_shards)
         self.shards = [self.make_shard(i) for i in range(r.num_shards)]
         self.learner = LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus).remote(
@@ -160,9 +161,14 @@ class _Topology:
             threads=max(1, int(cfg.learner.num_cpus)))
         self._actor_cls = ActorWorker
         self.actors = [self._make_actor(i) for i in range(num_actors)]
-        self.evaluator = None
-        if cfg.evaluation.interval_s > 0:
-            self.evaluator = EvaluatorWorker.remote(cfg, obs_space, act_space, self.ps, model_factory)
+        self.evaluator: Any = None  # started lazily (start_evaluator): one fewer process competing at start-up
+        self._spaces = (obs_space, act_space)
+
+    def start_evaluator(self) -> None:
+        from apexrl.runtime.workers import EvaluatorWorker
+
+        if self.evaluator is None and self.cfg.evaluation.interval_s > 0:
+            self.evaluator = EvaluatorWorker.remote(self.cfg, *self._spaces, self.ps, self.model_factory)
 
     def make_shard(self, i: int) -> Any:
         per_shard, alpha, frames, spi, buffer = self._shard_args
@@ -348,6 +354,7 @@ class _Loop:
                     if kind == "actor":
                         self._on_actor(i, res)
                         self.fail_streak[i] = 0
+                        topo.start_evaluator()
                         window["steps"] += res["env_steps"]
                         per_step = res["time_s"] / max(1, res["env_steps"] // cfg.actors.envs_per_actor)
                         steps_per_call[i] = int(np.clip(0.25 / max(per_step, 1e-6), 1, 10_000))
@@ -396,7 +403,7 @@ class _Loop:
                     if s.max_time_s is not None and now - t_start >= s.max_time_s:
                         stop_reason = f"reached {s.max_time_s:g} s"
                     if cfg.checkpoint.every_reports and self.reports % cfg.checkpoint.every_reports == 0 \
-                            and not stop_reason:
+                            and not stop_reason and self.updates > 0:
                         self._checkpoint(now - t_start)
         except KeyboardInterrupt:
             stop_reason = "interrupted"

@@ -1,0 +1,453 @@
+"""End to end: wall time and env steps until the greedy evaluation first reaches a target return.
+
+    apexrl bench e2e --env CartPole-v1 --seeds 3 --budget-s 600 --peers apexrl,sb3,rllib
+
+Each (peer, seed) runs alone, one after another, in a child process (``--_child``) so that peak RSS is the
+child's process tree (psutil, sampled every 0.2 s by the parent) and nothing leaks between runs. Every peer is
+judged by the same evaluation: :func:`apexrl.evaluation.evaluate`, the mean of 10 greedy episodes with the
+peer's current Q-network, every ``--eval-interval-s`` wall seconds. apexrl evaluates in its own process while
+training goes on; the in-loop peers (SB3, RLlib) pause training to evaluate, and that evaluation time is
+subtracted from their clock so no peer pays for the benchmark's measurement. "not reached" is a result.
+
+Peers (``pip install -e .[bench]``; a peer that does not import is skipped with the reason):
+  apexrl  the default preset (apexrl/configs/cartpole.yaml) with ``seed`` and the target/budget as stop rules.
+  sb3     Stable-Baselines3 DQN with RL Zoo's published CartPole-v1 hyperparameters (see SB3_ZOO_CARTPOLE).
+  rllib   RLlib DQNConfig, new API stack: PrioritizedEpisodeReplayBuffer, double + dueling, n_step 3, as many
+          env runners as apexrl has actors.
+
+Writes benchmarks/results/e2e-<date>.json and prints a table (median and min-max over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = 475.0
+EVAL_EPISODES = 10
+
+# RL Zoo (DLR-RM/rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1, tuned), verbatim except n_timesteps,
+# which the budget replaces:  policy MlpPolicy, learning_rate 2.3e-3, batch_size 64, buffer_size 100000,
+# learning_starts 1000, gamma 0.99, target_update_interval 10, train_freq 256, gradient_steps 128,
+# exploration_fraction 0.16, exploration_final_eps 0.04, policy_kwargs dict(net_arch=[256, 256]),
+# n_timesteps 5e4 (exploration_fraction is a fraction of it, so total_timesteps stays 5e4 for the schedule).
+SB3_ZOO_CARTPOLE: dict[str, Any] = dict(
+    learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
+    target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+    exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]),
+)
+SB3_ZOO_TIMESTEPS = 50_000
+
+
+# ------------------------------------------------------------------------------------------ shared pieces
+class _Clock:
+    """Wall clock of one run minus the time spent in the benchmark's own evaluations (in-loop peers)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.excluded = 0.0
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0 - self.excluded
+
+
+class _QModule:
+    """Adapts ``fn(obs_tensor) -> q_values`` to the nn.Module-like object ``evaluate`` expects."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, obs: Any) -> Any:
+        return self.fn(obs)
+
+    def eval(self) -> "_QModule":
+        return self
+
+
+def _greedy_eval(q_fn: Callable[[Any], Any], env_id: str, seed: int, round_: int) -> float:
+    import numpy as np
+
+    from apexrl.config import EnvConfig
+    from apexrl.evaluation import evaluate
+
+    returns = evaluate(_QModule(q_fn), EnvConfig(id=env_id), EVAL_EPISODES, seed=seed * 7 + 1_000_000 + round_)
+    return float(np.mean(returns))
+
+
+class _Tracker:
+    """Evaluates every ``interval`` seconds of (benchmark-excluded) wall time; records first success."""
+
+    def __init__(self, env_id: str, seed: int, interval: float, budget: float, clock: _Clock) -> None:
+        self.env_id, self.seed, self.interval, self.budget, self.clock = env_id, seed, interval, budget, clock
+        self.next_eval = interval
+        self.rounds = 0
+        self.evals: list[tuple[float, int, float]] = []
+        self.time_to_target: float | None = None
+        self.steps_to_target: int | None = None
+
+    def maybe_eval(self, env_steps: int, q_fn: Callable[[Any], Any]) -> bool:
+        """Return True when training should stop (target reached or budget spent)."""
+        t = self.clock.now()
+        if t >= self.next_eval:
+            t_eval = time.perf_counter()
+            self.rounds += 1
+            mean = _greedy_eval(q_fn, self.env_id, self.seed, self.rounds)
+            self.clock.excluded += time.perf_counter() - t_eval
+            self.evals.append((round(t, 2), env_steps, mean))
+            self.next_eval = t + self.interval
+            if mean >= TARGET and self.time_to_target is None:
+                self.time_to_target, self.steps_to_target = t, env_steps
+                return True
+        return t >= self.budget
+
+
+# ------------------------------------------------------------------------------------------ peers (children)
+def run_apexrl(env_id: str, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
+    from apexrl.config import load
+    from apexrl.runtime.driver import train
+
+    cfg = load("cartpole", [f"env.id={env_id}", f"seed={seed}", f"stop.target_return={TARGET}",
+                            f"stop.max_time_s={budget}", f"evaluation.episodes={EVAL_EPISODES}",
+                            "logging.console=plain", "logging.tensorboard=false", "checkpoint.every_reports=0",
+                            *([f"evaluation.interval_s={eval_interval}"] if eval_interval > 0 else []),
+                            *overrides])
+    from apexrl.metrics import Console
+
+    class _StartClock(Console):
+        """Notes when the driver's clock started (first report time minus its time_s): the start-up before
+        it (Ray, worker processes) counts; the drain, checkpoint and shutdown after the target do not."""
+
+        t_start: float | None = None
+
+        def update(self, record: dict[str, Any]) -> None:
+            if self.t_start is None:
+                self.t_start = time.perf_counter() - float(record["time_s"])
+            super().update(record)
+
+    run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"apexrl-e2e-{os.getpid()}"
+    console = _StartClock("plain")
+    t0 = time.perf_counter()
+    res = train(cfg, run_dir=run_dir, console=console)
+    startup = max(0.0, (console.t_start or t0) - t0)
+    reached = res.time_to_target_s is not None
+    return {
+        "reached": reached,
+        "time_to_target_s": (res.time_to_target_s + startup) if reached else None,
+        "env_steps_to_target": res.env_steps_to_target,
+        "env_steps": res.env_steps, "updates": res.learner_updates, "train_time_s": res.time_s,
+        "startup_s": round(startup, 2),
+        "env_steps_per_s": res.env_steps / max(res.time_s, 1e-9),
+        "updates_per_s": res.learner_updates / max(res.time_s, 1e-9),
+        "config": {"overrides": overrides, "eval_interval_s": cfg.evaluation.interval_s},
+    }
+
+
+def run_sb3(env_id: str, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    torch.set_num_threads(1)
+    clock = _Clock()
+    tracker = _Tracker(env_id, seed, eval_interval, budget, clock)
+
+    class _Cb(BaseCallback):
+        def _on_step(self) -> bool:
+            q_net = self.model.q_net  # type: ignore[attr-defined]
+            return not tracker.maybe_eval(self.num_timesteps, lambda obs: q_net(obs))
+
+    model = DQN("MlpPolicy", gym.make(env_id), seed=seed, verbose=0, device="cpu", **SB3_ZOO_CARTPOLE)
+    cb = _Cb()
+    steps = 0
+    while tracker.time_to_target is None and clock.now() < budget:
+        # learn() in slices so the run can go past the Zoo's 5e4 steps within the budget (schedule kept).
+        model.learn(total_timesteps=SB3_ZOO_TIMESTEPS if steps == 0 else 10_000, callback=cb,
+                    reset_num_timesteps=steps == 0)
+        if model.num_timesteps == steps:
+            break
+        steps = model.num_timesteps
+    t = clock.now()
+    updates = int(model._n_updates)
+    return {
+        "reached": tracker.time_to_target is not None,
+        "time_to_target_s": tracker.time_to_target, "env_steps_to_target": tracker.steps_to_target,
+        "env_steps": int(model.num_timesteps), "updates": updates, "train_time_s": t,
+        "env_steps_per_s": model.num_timesteps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
+        "evals": tracker.evals, "config": {k: str(v) for k, v in SB3_ZOO_CARTPOLE.items()},
+    }
+
+
+def run_rllib(env_id: str, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
+    import ray
+    import torch
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    from apexrl.config import load
+    from apexrl.runtime.driver import auto_num_actors
+
+    apex_cfg = load("cartpole", [f"env.id={env_id}", *overrides])
+    runners = auto_num_actors(apex_cfg, float(os.cpu_count() or 1))
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False)
+    try:
+        config = (
+            DQNConfig()
+            .api_stack(enable_rl_module_and_learner=True, enable_env_runner_and_connector_v2=True)
+            .environment(env_id)
+            .env_runners(num_env_runners=runners)
+            .training(double_q=True, dueling=True, n_step=3,
+                      replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 100_000,
+                                            "alpha": 0.6, "beta": 0.4})
+            .debugging(seed=seed)
+        )
+        algo = config.build_algo() if hasattr(config, "build_algo") else config.build()
+        clock = _Clock()
+        tracker = _Tracker(env_id, seed, eval_interval, budget, clock)
+        env_steps = updates = 0
+        while True:
+            result = algo.train()
+            env_steps = int(_dig(result, ("env_runners", "num_env_steps_sampled_lifetime"),
+                                 ("num_env_steps_sampled_lifetime",)) or env_steps)
+            updates = int(_dig(result, ("learners", "__all_modules__", "num_module_steps_trained_lifetime"),
+                               ("learners", "default_policy", "num_module_steps_trained_lifetime")) or 0)
+            module = algo.get_module()
+
+            def q_fn(obs: Any, module: Any = module) -> Any:
+                with torch.no_grad():
+                    return module.compute_q_values({"obs": obs})["qf_preds"]
+
+            if tracker.maybe_eval(env_steps, q_fn):
+                break
+        t = clock.now()
+        algo.stop()
+    finally:
+        ray.shutdown()
+    # RLlib counts module steps in transitions; one update = one train batch.
+    batch = int(getattr(config, "train_batch_size_per_learner", None) or config.train_batch_size or 1)
+    n_updates = updates // max(1, batch)
+    return {
+        "reached": tracker.time_to_target is not None,
+        "time_to_target_s": tracker.time_to_target, "env_steps_to_target": tracker.steps_to_target,
+        "env_steps": env_steps, "updates": n_updates, "train_time_s": t,
+        "env_steps_per_s": env_steps / max(t, 1e-9), "updates_per_s": n_updates / max(t, 1e-9),
+        "evals": tracker.evals, "config": {"num_env_runners": runners, "n_step": 3, "double_q": True,
+                                           "dueling": True, "replay": "PrioritizedEpisodeReplayBuffer"},
+    }
+
+
+def _dig(d: dict[str, Any], *paths: tuple[str, ...]) -> Any:
+    for path in paths:
+        node: Any = d
+        for k in path:
+            node = node.get(k) if isinstance(node, dict) else None
+        if node is not None:
+            return node
+    return None
+
+
+PEERS: dict[str, tuple[str, Callable[..., dict[str, Any]]]] = {
+    "apexrl": ("apexrl", run_apexrl),
+    "sb3": ("stable_baselines3", run_sb3),
+    "rllib": ("ray.rllib.algorithms.dqn", run_rllib),
+}
+
+
+# ------------------------------------------------------------------------------------------ parent
+def _skip_reason(peer: str) -> str | None:
+    module = PEERS[peer][0]
+    r = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, cwd=ROOT,
+                       env=_child_env())
+    if r.returncode == 0:
+        return None
+    last = (r.stderr.strip().splitlines() or ["import failed"])[-1]
+    return f"cannot import {module} ({last}); install with: pip install -e '.[bench]'"
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    return env
+
+
+def _tree_rss(proc: Any) -> int:
+    import psutil
+
+    total = 0
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_one(peer: str, env_id: str, seed: int, budget: float, eval_interval: float,
+            overrides: list[str]) -> dict[str, Any]:
+    import psutil
+
+    cmd = [sys.executable, "-m", "benchmarks.e2e", "--_child", peer, "--env", env_id, "--seed", str(seed),
+           "--budget-s", str(budget), "--eval-interval-s", str(eval_interval),
+           *[x for o in overrides for x in ("--set", o)]]
+    t0 = time.perf_counter()
+    child = subprocess.Popen(cmd, cwd=ROOT, env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    peak = [0]
+    ps = psutil.Process(child.pid)
+
+    def watch() -> None:
+        while child.poll() is None:
+            peak[0] = max(peak[0], _tree_rss(ps))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        out, err = child.communicate(timeout=budget * 2 + 180)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+    watcher.join(timeout=1)
+    wall = time.perf_counter() - t0
+    result: dict[str, Any] = {"peer": peer, "seed": seed, "process_wall_s": round(wall, 2),
+                              "peak_rss_mb": round(peak[0] / 2**20, 1)}
+    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("E2E_RESULT ")), None)
+    if child.returncode != 0 or line is None:
+        result.update({"reached": False, "error": (err.strip().splitlines() or ["no output"])[-1][:300]})
+    else:
+        result.update(json.loads(line[len("E2E_RESULT "):]))
+    return result
+
+
+def _median_spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    return f"{med:,.1f}" if len(values) == 1 else f"{med:,.1f} [{min(values):,.0f}-{max(values):,.0f}]"
+
+
+def summarize(results: list[dict[str, Any]], peers: list[str], skipped: dict[str, str]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for peer in peers:
+        if peer in skipped:
+            summary[peer] = {"skipped": skipped[peer]}
+            continue
+        rs = [r for r in results if r["peer"] == peer]
+        ok = [r for r in rs if r.get("reached")]
+        summary[peer] = {
+            "runs": len(rs), "reached": len(ok),
+            "time_to_target_s": [r.get("time_to_target_s") for r in rs],
+            "env_steps_to_target": [r.get("env_steps_to_target") for r in rs],
+            # Median over seeds with "not reached" counted as +inf (so a half-failing peer has no median).
+            "median_time_to_target_s": _median_inf([r.get("time_to_target_s") for r in rs]),
+            "median_env_steps_to_target": _median_inf([r.get("env_steps_to_target") for r in rs]),
+            "median_env_steps_per_s": _med([r.get("env_steps_per_s") for r in rs]),
+            "median_updates_per_s": _med([r.get("updates_per_s") for r in rs]),
+            "max_peak_rss_mb": max((r["peak_rss_mb"] for r in rs), default=None),
+        }
+    return summary
+
+
+def _med(xs: list[Any]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _median_inf(xs: list[Any]) -> float | None:
+    vals = [float("inf") if x is None else float(x) for x in xs]
+    if not vals:
+        return None
+    m = statistics.median(vals)
+    return None if m == float("inf") else m
+
+
+def print_table(results: list[dict[str, Any]], peers: list[str], skipped: dict[str, str], budget: float) -> None:
+    hdr = f"{'peer':8} {'reached':>8} {'time to 475 s':>20} {'env steps to 475':>22} {'env steps/s':>16} " \
+          f"{'updates/s':>14} {'peak RSS MB':>16}"
+    print(hdr)
+    print("-" * len(hdr))
+    for peer in peers:
+        if peer in skipped:
+            print(f"{peer:8} skipped: {skipped[peer]}")
+            continue
+        rs = [r for r in results if r["peer"] == peer]
+        ok = [r for r in rs if r.get("reached")]
+        print(f"{peer:8} {len(ok):>4}/{len(rs):<3} "
+              f"{_median_spread([r['time_to_target_s'] for r in ok]):>20} "
+              f"{_median_spread([r['env_steps_to_target'] for r in ok]):>22} "
+              f"{_median_spread([r['env_steps_per_s'] for r in rs if r.get('env_steps_per_s')]):>16} "
+              f"{_median_spread([r['updates_per_s'] for r in rs if r.get('updates_per_s')]):>14} "
+              f"{_median_spread([r['peak_rss_mb'] for r in rs]):>16}")
+        for r in rs:
+            if not r.get("reached"):
+                why = r.get("error") or f"not reached in {budget:g} s budget"
+                print(f"{'':8}   seed {r['seed']}: {why}")
+    print("median [min-max] over the seeds that reached the target; time includes start-up")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="apexrl bench e2e", description=__doc__.split("\n\n")[0])
+    p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per peer")
+    p.add_argument("--budget-s", type=float, default=600.0, help="wall seconds per run before 'not reached'")
+    p.add_argument("--peers", default="apexrl,sb3,rllib")
+    p.add_argument("--eval-interval-s", type=float, default=5.0,
+                   help="seconds between greedy evaluations (apexrl: evaluation.interval_s; 0 = preset's)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="apexrl config override")
+    p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/e2e-<date>.json)")
+    p.add_argument("--_child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+
+    if a._child:
+        res = PEERS[a._child][1](a.env, a.seed, a.budget_s, a.eval_interval_s, a.set)
+        print("E2E_RESULT " + json.dumps(res), flush=True)
+        return 0
+
+    peers = [x.strip() for x in a.peers.split(",") if x.strip()]
+    unknown = [x for x in peers if x not in PEERS]
+    if unknown:
+        p.error(f"unknown peer(s) {unknown}; choose from {sorted(PEERS)}")
+    skipped = {peer: why for peer in peers if (why := _skip_reason(peer)) is not None}
+    for peer, why in skipped.items():
+        print(f"skipping {peer}: {why}", flush=True)
+    results: list[dict[str, Any]] = []
+    for peer in peers:
+        if peer in skipped:
+            continue
+        for seed in range(a.seeds):
+            print(f"running {peer} seed {seed} (budget {a.budget_s:g} s)...", flush=True)
+            r = run_one(peer, a.env, seed, a.budget_s, a.eval_interval_s, a.set)
+            print(f"  -> reached={r.get('reached')} time={r.get('time_to_target_s')} "
+                  f"steps={r.get('env_steps_to_target')} {r.get('error', '')}", flush=True)
+            results.append(r)
+    print_table(results, peers, skipped, a.budget_s)
+    out = Path(a.out) if a.out else ROOT / "benchmarks" / "results" / f"e2e-{datetime.now():%Y%m%d-%H%M%S}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "env": a.env, "target": TARGET, "eval_episodes": EVAL_EPISODES, "budget_s": a.budget_s,
+        "seeds": a.seeds, "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
+        "date": datetime.now().isoformat(timespec="seconds"), "skipped": skipped,
+        "summary": summarize(results, peers, skipped), "runs": results,
+    }, indent=1, default=str))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
