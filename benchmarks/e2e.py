@@ -28,9 +28,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 475.0
@@ -70,7 +71,7 @@ class _QModule:
     def __call__(self, obs: Any) -> Any:
         return self.fn(obs)
 
-    def eval(self) -> "_QModule":
+    def eval(self) -> _QModule:
         return self
 
 

@@ -31,6 +31,7 @@ def run_cli(args, capsys):
     (["train", "--config", "nope.yaml"], "not found"),
     (["train", "--resume", "runs/missing"], "not a run dir"),
     (["eval", "missing.pt"], "does not exist"),
+    (["train", "--address", "127.0.0.1:1"], "cannot reach a Ray cluster"),
 ])
 def test_bad_input_is_one_line_exit_2_and_no_run_dir(args, fragment, capsys, in_tmp):
     code, err = run_cli(args, capsys)

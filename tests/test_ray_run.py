@@ -17,9 +17,9 @@ pytestmark = pytest.mark.timeout(300)
 def tiny(**over):
     base = {"actors.num_actors": 2, "actors.envs_per_actor": 2, "actors.send_every": 32,
             "network.hidden_sizes": [32, 32], "learner.batch_size": 32, "replay.capacity": 5_000,
-            "replay.learning_starts": 200, "replay.num_shards": 1, "evaluation.interval_s": 1.0,
+            "replay.learning_starts": 200, "replay.num_shards": 1, "evaluation.interval_s": 0.5,
             "evaluation.episodes": 2, "logging.report_interval_s": 0.5, "logging.console": "off",
-            "checkpoint.every_reports": 2, "checkpoint.replay": True, "stop.max_env_steps": 3_000}
+            "checkpoint.every_reports": 2, "checkpoint.replay": True, "stop.max_env_steps": 30_000}
     base.update(over)
     return Config().replace(**base)
 
@@ -28,7 +28,7 @@ def test_two_actors_train_checkpoint_and_resume(tmp_path):
     run = tmp_path / "run"
     first = train(tiny(), run_dir=run)
     assert not ray.is_initialized(), "train() shuts down the Ray it started"
-    assert first.env_steps >= 3_000 and first.learner_updates > 0
+    assert first.env_steps >= 30_000 and first.learner_updates > 0
     assert (run / "config.yaml").exists() and list((run / "tb").iterdir())
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     for key in ("time_s", "env_steps", "learner_updates", "train_return_mean", "env_steps_per_s", "updates_per_s"):
@@ -46,8 +46,8 @@ def test_two_actors_train_checkpoint_and_resume(tmp_path):
     assert saved_size > 1_000
     net_before = {k: v.clone() for k, v in state["learner"]["net"].items()}
 
-    second = train(tiny(**{"stop.max_env_steps": 6_000}), resume=run)
-    assert second.env_steps >= 6_000
+    second = train(tiny(**{"stop.max_env_steps": 40_000}), resume=run)
+    assert second.env_steps >= 40_000
     assert second.learner_updates >= first.learner_updates
     after = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r["env_steps"] for r in after]
@@ -59,3 +59,13 @@ def test_two_actors_train_checkpoint_and_resume(tmp_path):
     _, state2 = ckpt.load_latest(run)
     assert state2["counters"]["env_steps"] == second.env_steps
     assert any(not torch.equal(net_before[k], v) for k, v in state2["learner"]["net"].items())
+
+
+def test_resume_with_an_incompatible_network_is_a_clear_error(tmp_path):
+    from apexrl.checkpoint import CheckpointError
+
+    run = tmp_path / "run"
+    train(tiny(**{"stop.max_env_steps": 3_000, "evaluation.interval_s": 0}), run_dir=run)
+    with pytest.raises(CheckpointError, match="does not fit this config's network"):
+        train(tiny(**{"stop.max_env_steps": 6_000, "network.hidden_sizes": [16, 16]}), resume=run)
+    assert not ray.is_initialized()

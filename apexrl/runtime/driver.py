@@ -91,6 +91,7 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
                  _node_ip_address="127.0.0.1", **kwargs)
         return True
+    _check_reachable(address)
     try:
         ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -98,6 +99,32 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
         raise ClusterError(f"cannot reach a Ray cluster at --address {address} ({first}); start one with "
                            "'ray start --head --port=6379' and pass --address auto or HOST:6379") from None
     return True
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds with a clear message instead of letting ray.init retry for minutes."""
+    import socket
+
+    target = address
+    if address == "auto":
+        target = os.environ.get("RAY_ADDRESS", "")
+        if not target:
+            current = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray" / "ray_current_cluster"
+            target = current.read_text().strip() if current.exists() else ""
+        if not target:
+            raise ClusterError("--address auto found no running Ray cluster on this machine; start one with "
+                               "'ray start --head --port=6379' (or pass --address HOST:6379)")
+    if target.startswith(("ray://", "http://", "https://")):
+        return
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"--address {address}: expected 'auto' or HOST:PORT such as 10.0.0.1:6379")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5.0):
+            pass
+    except OSError as e:
+        raise ClusterError(f"cannot reach a Ray cluster at --address {address} ({target}: {e.strerror or e}); "
+                           "start one with 'ray start --head --port=6379' and check host, port and firewall") from None
 
 
 def _ship_by_value(fn: Any) -> None:
@@ -141,7 +168,12 @@ class _Topology:
     def __init__(self, cfg: Config, obs_space: gym.Space, act_space: gym.Space, num_actors: int,
                  model_factory: ModelFactory | None) -> None:
         from apexrl.runtime.transport import ParameterServer
-        from apexrl.runtime.workers import ActorWorker, LearnerWorker, ReplayShardWorker, default_batches_per_request
+        from apexrl.runtime.workers import (
+            ActorWorker,
+            LearnerWorker,
+            ReplayShardWorker,
+            default_batches_per_request,
+        )
 
         r = cfg.replay
         self.cfg, self.num_actors, self.model_factory = cfg, num_actors, model_factory
@@ -301,7 +333,12 @@ class _Loop:
             self.env_steps, self.episodes, self.updates = c["env_steps"], c["episodes"], c["learner_updates"]
             self.time_offset, self.reports = c["time_s"], c["reports"]
             self.best_eval = c.get("best_eval")
-            ray.get(topo.learner.load_state_dict.remote(resume_state["learner"]))
+            try:
+                ray.get(topo.learner.load_state_dict.remote(resume_state["learner"]))
+            except RayTaskError as e:
+                raise ckpt.CheckpointError(
+                    f"checkpoint '{resume_path}' does not fit this config's network ({_cause(e)}); resume with "
+                    "the run's own network settings, or start a new run") from None
             if resume_state.get("replay") and len(resume_state["replay"]) == len(topo.shards):
                 ray.get([s.load_state_dict.remote(st) for s, st in zip(topo.shards, resume_state["replay"])])
                 self.replay_snapshot = resume_state["replay"]
