@@ -1,4 +1,4 @@
-"""``apexrl train | eval | bench | runs``: the user-facing commands.
+"""``apexrl train | eval | bench | runs | tune | plot``: the user-facing commands.
 
 Bad input ends with one line on stderr naming the problem and the fix, exit status 2, no traceback
 (``--debug`` shows it) and no run dir.
@@ -63,7 +63,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks: replay | actors | e2e (see benchmarks/)")
+    p = sub.add_parser("bench", help="benchmarks: replay | actors | shards | scaling | e2e (see benchmarks/)")
     p.add_argument("which", help="benchmark name")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
 

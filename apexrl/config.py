@@ -193,6 +193,20 @@ def to_dict(cfg: Any) -> dict[str, Any]:
     return out
 
 
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"learner": {"lr": 1e-3}}`` -> ``{"learner.lr": 1e-3}``; lists and env kwargs as JSON text, so
+    every value is a scalar (hyperparameter tables, grouping runs by config)."""
+    import json
+
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping) and k != "kwargs":
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v, sort_keys=True) if isinstance(v, (Mapping, list)) else v
+    return out
+
+
 def dump_yaml(cfg: Config) -> str:
     return yaml.safe_dump(to_dict(cfg), sort_keys=False)
 

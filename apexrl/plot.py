@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from apexrl.config import flatten
+
 # Keys that do not change what is learned, left out when grouping runs and naming groups.
 _NOT_SETTING = ("seed", "name", "stop.", "logging.", "checkpoint.", "evaluation.interval_s")
 
@@ -34,16 +36,6 @@ class Curve:
     env_steps: np.ndarray
     time_s: np.ndarray
     ret: np.ndarray  # NaN where the report had no value
-
-
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and k != "kwargs":
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
-    return out
 
 
 def _is_setting(key: str) -> bool:
@@ -91,7 +83,7 @@ def load_curve(run: str | os.PathLike[str], metric: str) -> Curve:
     cfg: dict[str, Any] = {}
     if (run / "config.yaml").is_file():
         cfg = yaml.safe_load((run / "config.yaml").read_text()) or {}
-    flat = _flat(cfg)
+    flat = flatten(cfg)
     key = f"{metric}_return_mean"
 
     def col(name: str) -> np.ndarray:

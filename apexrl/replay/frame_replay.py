@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from apexrl.replay.sampler import PrioritizedSampler, check_priorities
+from apexrl.replay.sampler import PrioritizedSampler, SamplerViews, check_priorities
 from apexrl.replay.storage import ArrayStorage
 from apexrl.replay.sum_tree import Backend
 
@@ -74,7 +74,7 @@ if numba is not None:
                     dst[x] = src[x]
 
 
-class FramePrioritizedReplay:
+class FramePrioritizedReplay(SamplerViews):
     """Prioritized replay of frame-stacked transitions with each frame stored once.
 
     Same API as :class:`~apexrl.replay.prioritized.PrioritizedReplay`; ``add`` takes an encoder
@@ -94,25 +94,6 @@ class FramePrioritizedReplay:
         self._payloads: deque[tuple[int, int]] = deque()
 
     # ----------------------------------------------------------------- introspection
-    def __len__(self) -> int:
-        return len(self._sampler)
-
-    @property
-    def capacity(self) -> int:
-        return self._sampler.capacity
-
-    @property
-    def total_added(self) -> int:
-        return self._sampler.next_id
-
-    @property
-    def total_priority(self) -> float:
-        return self._sampler.total_priority
-
-    @property
-    def max_priority(self) -> float:
-        return self._sampler.max_priority
-
     @property
     def frames_added(self) -> int:
         return self._next_frame

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from apexrl.replay.sampler import PrioritizedSampler, check_priorities
+from apexrl.replay.sampler import PrioritizedSampler, SamplerViews, check_priorities
 from apexrl.replay.storage import ArrayStorage
 from apexrl.replay.sum_tree import Backend
 
 
-class PrioritizedReplay:
+class PrioritizedReplay(SamplerViews):
     """FIFO ring of transitions sampled ∝ priority^alpha, with importance weights.
 
     Args:
@@ -44,32 +44,6 @@ class PrioritizedReplay:
         self._storage = ArrayStorage(capacity)
 
     # ----------------------------------------------------------------- introspection
-    def __len__(self) -> int:
-        return len(self._sampler)
-
-    @property
-    def capacity(self) -> int:
-        return self._sampler.capacity
-
-    @property
-    def alpha(self) -> float:
-        return self._sampler.alpha
-
-    @property
-    def total_added(self) -> int:
-        """Transitions ever added (== the id the next one gets)."""
-        return self._sampler.next_id
-
-    @property
-    def total_priority(self) -> float:
-        """Sum of p^alpha over stored transitions."""
-        return self._sampler.total_priority
-
-    @property
-    def max_priority(self) -> float:
-        """Largest raw priority seen so far (1.0 initially); ``add`` without priorities uses it."""
-        return self._sampler.max_priority
-
     @property
     def nbytes(self) -> int:
         """Bytes of preallocated transition storage (excluding the trees)."""

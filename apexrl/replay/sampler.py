@@ -199,3 +199,35 @@ class PrioritizedSampler:
         self._next_id = int(state["next_id"])
         self._max_priority = float(state["max_priority"])
         self._rng.bit_generator.state = state["rng"]
+
+
+class SamplerViews:
+    """The read-only views every sampler-backed replay exposes (``len``, capacity, counters, mass)."""
+
+    _sampler: PrioritizedSampler
+
+    def __len__(self) -> int:
+        return len(self._sampler)
+
+    @property
+    def capacity(self) -> int:
+        return self._sampler.capacity
+
+    @property
+    def alpha(self) -> float:
+        return self._sampler.alpha
+
+    @property
+    def total_added(self) -> int:
+        """Transitions ever added (== the id the next one gets)."""
+        return self._sampler.next_id
+
+    @property
+    def total_priority(self) -> float:
+        """Sum of p^alpha over stored transitions."""
+        return self._sampler.total_priority
+
+    @property
+    def max_priority(self) -> float:
+        """Largest raw priority seen so far (1.0 initially); ``add`` without priorities uses it."""
+        return self._sampler.max_priority

@@ -30,7 +30,7 @@ import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from apexrl import checkpoint as ckpt
-from apexrl.config import Config, dump_yaml, to_dict
+from apexrl.config import Config, dump_yaml, flatten, to_dict
 from apexrl.envs import check_env, is_atari
 from apexrl.envs.scores import human_normalized_score
 from apexrl.metrics import Console, MetricsWriter
@@ -244,16 +244,6 @@ def _truncate_metrics(path: Path, env_steps: int) -> None:
     path.write_text("".join(x + "\n" for x in keep))
 
 
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and k != "kwargs":
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str | os.PathLike[str] | None = None,
           address: str | None = None, resume: str | os.PathLike[str] | None = None, dashboard: bool = False,
           console: Console | None = None, runs_root: str | os.PathLike[str] = "runs") -> TrainResult:
@@ -348,7 +338,7 @@ class _Loop:
         self.metrics = MetricsWriter(run_dir, cfg.logging.tensorboard,
                                      purge_step=self.env_steps if resume_state is not None else None)
         if resume_state is None:
-            self.metrics.hparams(_flat(to_dict(cfg)))
+            self.metrics.hparams(flatten(to_dict(cfg)))
         self.last_ckpt: Path | None = resume_path
 
     # -- the loop -----------------------------------------------------------------------------------
