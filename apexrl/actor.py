@@ -91,6 +91,7 @@ class Actor:
         self._q_now: torch.Tensor | None = None
         self.env_steps = 0
         self.transitions_sent = 0
+        self.nonfinite_priorities = 0
         self.episodes = 0
 
     def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
@@ -243,8 +244,18 @@ class Actor:
             "weights_version": self.weights_version,
             "transitions_sent": self.transitions_sent,
             "frames_sent": self.frames_sent,
+            "nonfinite_priorities": self.nonfinite_priorities,
             "time_s": dt,
         }
+
+    def _finite(self, prios: np.ndarray) -> np.ndarray:
+        """Replay rejects non-finite priorities; a diverged actor network must not silently drop all its
+        data, so such transitions get priority 1 (the learner then sees, and counts, the bad updates)."""
+        bad = ~np.isfinite(prios)
+        if bad.any():
+            self.nonfinite_priorities += int(bad.sum())
+            prios = np.where(bad, 1.0, prios)
+        return prios
 
     @torch.no_grad()
     def _send(self) -> None:
@@ -254,13 +265,13 @@ class Actor:
         B = len(batch["action"])
         if self.frames:
             payload, prios = self._frame_payload(batch)
-            self.sink.add(payload, prios)
+            self.sink.add(payload, self._finite(prios))
             self.transitions_sent += B
             return
         q_all = self.net(torch.as_tensor(np.concatenate([batch["obs"], batch["next_obs"]])))
         prios = td_priorities(q_all[:B], q_all[B:], batch["action"], batch["reward"], batch["discount"],
                               self.cfg.replay.priority_eps)
-        self.sink.add(batch, prios)
+        self.sink.add(batch, self._finite(prios))
         self.transitions_sent += B
 
     def close(self) -> None:

@@ -92,6 +92,7 @@ class LearnerConfig:
     prefetch: int = 4  # sample requests kept in flight
     batches_per_request: int | None = None  # batches per learner<->shard round trip; None = ~512 transitions (max 8)
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
+    max_consecutive_skips: int = 100  # non-finite updates in a row before the run stops (last good ckpt kept)
     num_gpus: float = 0.0  # Ray GPUs for the learner actor
     num_cpus: float = 1.0  # Ray CPUs for the learner actor
 
@@ -387,6 +388,8 @@ def validate(cfg: Config) -> Config:
            le.batches_per_request, "an integer >= 1 or null")
     _check(le.device == "auto" or le.device == "cpu" or le.device.startswith("cuda") or le.device == "mps",
            "learner.device", le.device, "cpu, cuda, cuda:N, mps or auto")
+    _check(le.max_consecutive_skips >= 1, "learner.max_consecutive_skips", le.max_consecutive_skips,
+           "an integer >= 1")
     _check(le.num_gpus >= 0, "learner.num_gpus", le.num_gpus, "a number >= 0")
     _check(le.num_cpus >= 0, "learner.num_cpus", le.num_cpus, "a number >= 0")
     ev = cfg.evaluation

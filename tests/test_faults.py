@@ -8,6 +8,7 @@ import time
 import psutil
 import pytest
 import ray
+import torch
 
 from apexrl.config import Config
 from apexrl.runtime.driver import TrainingError, train
@@ -106,3 +107,23 @@ def test_sigterm_writes_a_final_checkpoint_and_exits(tmp_path):
     assert "interrupted" in err or "interrupted" in out
     path, state = ckpt.load_latest(run)
     assert state["counters"]["env_steps"] > 0
+
+
+class _NaNNet(torch.nn.Module):
+    """A network whose outputs become NaN: every learner update is non-finite."""
+
+    def __init__(self, obs_space, act_space):
+        super().__init__()
+        self.lin = torch.nn.Linear(obs_space.shape[0], act_space.n)
+
+    def forward(self, x):
+        return self.lin(x.float()) * float("nan")
+
+
+def test_repeated_non_finite_updates_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path):
+    run = tmp_path / "r"
+    with pytest.raises(TrainingError, match="in a row had a non-finite loss"):
+        train(tiny(**{"learner.max_consecutive_skips": 20, "stop.max_time_s": 600}), run_dir=run,
+              model_factory=_NaNNet)
+    assert not ray.is_initialized()
+    assert not list((run / "checkpoints").glob("*.pt")) if (run / "checkpoints").exists() else True

@@ -47,9 +47,14 @@ def _cause(err: BaseException) -> str:
     """The user-relevant line of a Ray error: the original exception, not Ray's wrapper text."""
     cause = getattr(err, "cause", None)
     if isinstance(cause, BaseException):
-        return f"{type(cause).__name__}: {cause}".strip().splitlines()[0]
-    lines = [x.strip() for x in str(err).splitlines() if x.strip()]
-    return lines[-1] if lines else type(err).__name__
+        text = f"{type(cause).__name__}: {cause}".strip().splitlines()[0]
+    else:
+        lines = [x.strip() for x in str(err).splitlines() if x.strip()]
+        text = lines[-1] if lines else type(err).__name__
+        if isinstance(err, RayActorError):
+            text = "its process died" + (" (" + text.split("Worker exit detail: ")[1].split(".")[0] + ")"
+                                         if "Worker exit detail: " in text else "")
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 class ClusterError(RuntimeError):
@@ -315,6 +320,7 @@ class _Loop:
         self.actor_returns: dict[int, deque[float]] = {i: deque(maxlen=20) for i in range(topo.num_actors)}
         self.actor_eps: dict[int, float] = {}
         self.actor_restarts = 0
+        self.actor_dropped: dict[int, int] = {}  # batches lost to a dead shard, per live actor process
         self.shard_restarts = 0
         self.fail_streak: dict[int, int] = {i: 0 for i in range(topo.num_actors)}
         self.replay_snapshot: list[dict[str, Any]] | None = None
@@ -397,7 +403,7 @@ class _Loop:
                                 if k in res:
                                     window["sums"][k] = window["sums"].get(k, 0.0) + res[k] * res["updates"]
                             window["n"] += res["updates"]
-                        if res["consecutive_skips"] >= 100:
+                        if res["consecutive_skips"] >= cfg.learner.max_consecutive_skips:
                             raise TrainingError(f"{res['consecutive_skips']} learner updates in a row had a "
                                                 "non-finite loss or gradient; lower learner.lr or check rewards")
                         pending[topo.learner.train.remote(learner_chunk)] = ("learner", 0)
@@ -476,6 +482,7 @@ class _Loop:
         self.recent_returns.extend(res["episode_returns"])
         self.actor_returns[i].extend(res["episode_returns"])
         self.actor_eps[i] = float(np.mean(res["epsilons"]))
+        self.actor_dropped[i] = int(res.get("dropped_sends", 0))
 
     def _restart_actor(self, i: int, err: Exception) -> None:
         """Replace a dead or failing actor with a fresh one of the same index (same epsilons, same seed);
@@ -545,6 +552,7 @@ class _Loop:
             "skipped_updates": learner.get("skipped_updates", 0),
             "actor_restarts": self.actor_restarts,
             "shard_restarts": self.shard_restarts,
+            "dropped_sends": sum(self.actor_dropped.values()),
         }
         if w["n"]:
             rec.update({k: v / w["n"] for k, v in w["sums"].items()})
