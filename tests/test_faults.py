@@ -70,15 +70,16 @@ def test_a_crash_looping_actor_stops_the_run_with_the_cause():
 def test_a_killed_replay_shard_is_replaced_and_training_goes_on(tmp_path):
     killed: list[int] = []
     _kill_when_running("ReplayShardWorker", 4.0, killed)
-    res = train(tiny(**{"stop.max_env_steps": 10_000, "replay.num_shards": 2, "checkpoint.every_reports": 2,
+    res = train(tiny(**{"stop.max_env_steps": 30_000, "replay.num_shards": 2, "checkpoint.every_reports": 2,
                         "checkpoint.replay": True}), run_dir=tmp_path / "r")
     assert killed, "the test must really kill a shard"
     import json
     records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["shard_restarts"] >= 1
-    assert res.env_steps >= 10_000
+    assert res.env_steps >= 30_000
     after = [r for r in records if r["shard_restarts"] >= 1]
     assert after[-1]["learner_updates"] > after[0]["learner_updates"], "the learner keeps updating"
+    assert records[-1]["replay_size"] > 5_000 // 2, "the learner samples the replacement shard too"
 
 
 def test_sigterm_writes_a_final_checkpoint_and_exits(tmp_path):

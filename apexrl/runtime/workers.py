@@ -87,6 +87,7 @@ class LearnerWorker:
         self.rng = np.random.default_rng(cfg.seed + 17)
         self.mass = np.ones(len(shards))
         self.sizes = np.zeros(len(shards), dtype=np.int64)
+        self.alive = np.ones(len(shards), dtype=bool)
         self.inserted = np.zeros(len(shards), dtype=np.int64)
         self.inflight: deque[tuple[int, Any]] = deque()
         self.pending: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in shards]
@@ -102,12 +103,18 @@ class LearnerWorker:
         self.ps.set.remote(self.version, [self._weights_ref])
 
     def _pick_shard(self) -> int:
-        if len(self.shards) == 1:
+        """A shard with probability proportional to its priority mass; a shard not heard from yet (new,
+        or a replacement) is probed as if it had the average mass, a shard that failed is left out until
+        the driver replaces it."""
+        S = len(self.shards)
+        if S == 1:
             return 0
-        mass = np.where(self.sizes > 0, self.mass, 0.0)
+        known = self.alive & (self.sizes > 0)
+        fill = float(self.mass[known].mean()) if known.any() else 1.0
+        mass = np.where(self.alive, np.where(self.sizes > 0, self.mass, fill), 0.0)
         if mass.sum() <= 0:
-            return int(self.rng.integers(len(self.shards)))
-        return int(self.rng.choice(len(self.shards), p=mass / mass.sum()))
+            return int(self.rng.integers(S))
+        return int(self.rng.choice(S, p=mass / mass.sum()))
 
     def _request(self) -> None:
         s = self._pick_shard()
@@ -143,6 +150,7 @@ class LearnerWorker:
             waited += time.perf_counter() - tw
             if res is None:
                 self.sizes[s] = 0
+                self.alive[s] = False
                 time.sleep(0.01)
                 waited += 0.01
                 continue
@@ -197,6 +205,7 @@ class LearnerWorker:
             if old != new:
                 self.pending[j] = []
                 self.sizes[j] = 0
+                self.alive[j] = True
         self.shards = list(shards)
         self.inflight.clear()
 
