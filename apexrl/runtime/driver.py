@@ -51,9 +51,8 @@ def _cause(err: BaseException) -> str:
     else:
         lines = [x.strip() for x in str(err).splitlines() if x.strip()]
         text = lines[-1] if lines else type(err).__name__
-        if isinstance(err, RayActorError):
-            text = "its process died" + (" (" + text.split("Worker exit detail: ")[1].split(".")[0] + ")"
-                                         if "Worker exit detail: " in text else "")
+        if isinstance(err, RayActorError) and "Worker exit detail: " in text:  # killed, not an exception
+            text = "its process died (" + text.split("Worker exit detail: ")[1].split(".")[0] + ")"
     return text if len(text) <= 200 else text[:197] + "..."
 
 
