@@ -442,8 +442,11 @@ class _Loop:
             self.console.message("interrupted: writing a final checkpoint (Ctrl-C again to stop at once)")
         self.console.message(f"stopping: {stop_reason}")
         last_learner = self._drain(pending, window) or last_learner
+        final_eval = None
+        if self.last_eval is None and stop_reason != "interrupted":
+            final_eval = self._final_evaluation()
         elapsed = time.monotonic() - t_start
-        self._report(elapsed, window, last_learner, None)
+        self._report(elapsed, window, last_learner, final_eval)
         path = self._checkpoint(elapsed)
         self.metrics.close()
         self.console.message(f"checkpoint: {path}")
@@ -453,6 +456,22 @@ class _Loop:
             reached_target=self.time_to_target is not None, stop_reason=stop_reason, checkpoint=path,
             time_to_target_s=self.time_to_target, env_steps_to_target=self.steps_to_target,
         )
+
+    def _final_evaluation(self) -> list[float] | None:
+        """A run that ended before its first periodic evaluation still reports how its policy plays."""
+        if self.cfg.evaluation.interval_s <= 0 or self.updates == 0:
+            return None
+        self.topo.start_evaluator()
+        try:
+            res = ray.get(self.topo.evaluator.evaluate.remote(), timeout=300)
+        except (RayActorError, RayTaskError, GetTimeoutError) as e:
+            log.warning("final evaluation failed: %s", _cause(e))
+            return None
+        if not res["eval_returns"]:
+            return None
+        self.last_eval = float(np.mean(res["eval_returns"]))
+        self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval, self.last_eval)
+        return res["eval_returns"]
 
     def _drain(self, pending: dict[Any, tuple[str, int]], window: dict[str, Any]) -> dict[str, Any] | None:
         """Let in-flight chunks finish (bounded) so their counters land in the final report and checkpoint;
@@ -587,11 +606,5 @@ class _Loop:
         return self.last_ckpt
 
 
-def config_from_checkpoint(state: dict[str, Any]) -> Config:
-    from apexrl.config import from_dict
-
-    return from_dict(state["config"])
-
-
-__all__ = ["ClusterError", "TrainResult", "TrainingError", "auto_num_actors", "config_from_checkpoint",
+__all__ = ["ClusterError", "TrainResult", "TrainingError", "auto_num_actors",
            "init_ray", "train"]
