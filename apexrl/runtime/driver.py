@@ -263,16 +263,17 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
         rdir = Path(run_dir) if run_dir is not None else Path(runs_root) / run_name(cfg)
     console = console or Console(cfg.logging.console)
 
-    started_ray = init_ray(address, num_cpus=max(os.cpu_count() or 1, 1), dashboard=dashboard)
+    host_cpus = max(os.cpu_count() or 1, 1)
+    # A private Ray gets as many logical CPUs as the run asks for (the OS shares the cores), decided before
+    # ray.init: a restart to fix it afterwards cost ~4 s of start-up.
+    local_cpus = max(host_cpus, int(math.ceil(auto_num_actors(cfg, host_cpus) * cfg.actors.num_cpus
+                                              + cfg.learner.num_cpus)))
+    started_ray = init_ray(address, num_cpus=local_cpus, dashboard=dashboard)
     previous_sigterm = _sigterm_as_interrupt()  # after ray.init, which installs its own (aborting) handler
     topo: _Topology | None = None
     try:
-        cluster_cpus = float(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
-        num_actors = auto_num_actors(cfg, cluster_cpus)
-        needed = num_actors * cfg.actors.num_cpus + cfg.learner.num_cpus
-        if started_ray and address is None and needed > cluster_cpus:
-            ray.shutdown()  # restart with enough logical CPUs: the OS shares the cores
-            started_ray = init_ray(None, num_cpus=int(math.ceil(needed)), dashboard=dashboard)
+        cluster_cpus = float(ray.cluster_resources().get("CPU", host_cpus))
+        num_actors = auto_num_actors(cfg, host_cpus if started_ray and address is None else cluster_cpus)
         rdir.mkdir(parents=True, exist_ok=True)
         (rdir / "config.yaml").write_text(dump_yaml(cfg))
         if model_factory is not None:
@@ -413,6 +414,8 @@ class _Loop:
                             self.last_eval = float(np.mean(eval_returns))
                             self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval,
                                                                                                self.last_eval)
+                            if s.target_return is not None and self.last_eval >= s.target_return:
+                                next_report = time.monotonic()  # report and stop now, not at the next tick
                 now = time.monotonic()
                 if (topo.evaluator is not None and not eval_inflight and now >= next_eval and self.updates > 0):
                     pending[topo.evaluator.evaluate.remote()] = ("eval", 0)
