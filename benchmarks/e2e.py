@@ -12,8 +12,16 @@ subtracted from their clock so no peer pays for the benchmark's measurement. "no
 Peers (``pip install -e .[bench]``; a peer that does not import is skipped with the reason):
   apexrl  the default preset (apexrl/configs/cartpole.yaml) with ``seed`` and the target/budget as stop rules.
   sb3     Stable-Baselines3 DQN with RL Zoo's published CartPole-v1 hyperparameters (see SB3_ZOO_CARTPOLE).
-  rllib   RLlib DQNConfig, new API stack: PrioritizedEpisodeReplayBuffer, double + dueling, n_step 3, as many
-          env runners as apexrl has actors.
+  rllib   RLlib 2.60 DQNConfig, new API stack: PrioritizedEpisodeReplayBuffer (alpha 0.6, beta 0.4), double +
+          dueling, n_step 3, as many env runners as apexrl has actors, otherwise RLlib's defaults (its default
+          training intensity: one update of 32 per 3 sampled env steps). Updates are learner updates.
+
+RLlib 2.60 pins gymnasium==1.2.2 (and needs dm-tree), so it lives in its own venv and only its child runs
+with that interpreter; the parent and the other peers use the current one:
+
+    bash benchmarks/make_rllib_venv.sh          # .venv-rllib: torch==2.13.0, apexrl (editable), ray[rllib]==2.60.0
+    apexrl bench e2e --peers apexrl,sb3,rllib --rllib-python .venv-rllib/bin/python
+    APEXRL_RLLIB_PYTHON=$PWD/.venv-rllib/bin/python apexrl bench e2e ...   # same, from the environment
 
 Writes benchmarks/results/e2e-<date>.json and prints a table (median and min-max over seeds).
 """
@@ -190,6 +198,10 @@ def run_sb3(env_id: str, seed: int, budget: float, eval_interval: float, overrid
 
 
 def run_rllib(env_id: str, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
+    """RLlib 2.60 DQN on the new API stack (RLModule + Learner + EnvRunner + ConnectorV2), RLlib's defaults
+    except the settings below. Its default training intensity samples ``n_step`` (3) env steps per training
+    step and makes one learner update of ``train_batch_size_per_learner`` (32) replayed transitions."""
+    import gymnasium
     import ray
     import torch
     from ray.rllib.algorithms.dqn import DQNConfig
@@ -197,10 +209,16 @@ def run_rllib(env_id: str, seed: int, budget: float, eval_interval: float, overr
     from apexrl.config import load
     from apexrl.runtime.driver import auto_num_actors
 
+    clock = _Clock()  # started before Ray and the algorithm are built: time includes start-up, as for apexrl
+    torch.set_num_threads(1)  # the local learner runs in this process; as for SB3
     apex_cfg = load("cartpole", [f"env.id={env_id}", *overrides])
     runners = auto_num_actors(apex_cfg, float(os.cpu_count() or 1))
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False)
+    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False,
+             log_to_driver=False)
+    # DQN's default iteration is >= 1000 sampled env steps (tens of seconds here); a train() call of ~1 s
+    # lets the benchmark evaluate on its own schedule. Reporting cadence only: no learning setting changes.
+    iteration_s = max(0.1, min(1.0, eval_interval)) if eval_interval > 0 else 1.0
     try:
         config = (
             DQNConfig()
@@ -210,18 +228,25 @@ def run_rllib(env_id: str, seed: int, budget: float, eval_interval: float, overr
             .training(double_q=True, dueling=True, n_step=3,
                       replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 100_000,
                                             "alpha": 0.6, "beta": 0.4})
+            .reporting(min_time_s_per_iteration=iteration_s, min_sample_timesteps_per_iteration=0)
             .debugging(seed=seed)
         )
-        algo = config.build_algo() if hasattr(config, "build_algo") else config.build()
-        clock = _Clock()
-        tracker = _Tracker(env_id, seed, eval_interval, budget, clock)
+        algo = config.build_algo()
+        startup = clock.now()
+        # As for apexrl: time to target includes start-up, the budget and the rates count training time only.
+        tracker = _Tracker(env_id, seed, eval_interval, budget + startup, clock)
+        batch = int(config.train_batch_size_per_learner)
         env_steps = updates = 0
         while True:
             result = algo.train()
             env_steps = int(_dig(result, ("env_runners", "num_env_steps_sampled_lifetime"),
                                  ("num_env_steps_sampled_lifetime",)) or env_steps)
-            updates = int(_dig(result, ("learners", "__all_modules__", "num_module_steps_trained_lifetime"),
-                               ("learners", "default_policy", "num_module_steps_trained_lifetime")) or 0)
+            # The learner counts transitions trained on; DQN's learner trains each update on exactly one
+            # batch of train_batch_size_per_learner (one epoch, no minibatches), so updates = that / batch.
+            trained = _dig(result, ("learners", "__all_modules__", "num_module_steps_trained_lifetime"),
+                           ("learners", "default_policy", "num_module_steps_trained_lifetime"))
+            updates = int(round(float(trained) / batch)) if trained is not None else updates
+            # The local EnvRunner's module: the learner's weights are synced to it after every update.
             module = algo.get_module()
 
             def q_fn(obs: Any, module: Any = module) -> Any:
@@ -230,20 +255,23 @@ def run_rllib(env_id: str, seed: int, budget: float, eval_interval: float, overr
 
             if tracker.maybe_eval(env_steps, q_fn):
                 break
-        t = clock.now()
+        t = clock.now() - startup
         algo.stop()
     finally:
         ray.shutdown()
-    # RLlib counts module steps in transitions; one update = one train batch.
-    batch = int(getattr(config, "train_batch_size_per_learner", None) or config.train_batch_size or 1)
-    n_updates = updates // max(1, batch)
     return {
         "reached": tracker.time_to_target is not None,
         "time_to_target_s": tracker.time_to_target, "env_steps_to_target": tracker.steps_to_target,
-        "env_steps": env_steps, "updates": n_updates, "train_time_s": t,
-        "env_steps_per_s": env_steps / max(t, 1e-9), "updates_per_s": n_updates / max(t, 1e-9),
-        "evals": tracker.evals, "config": {"num_env_runners": runners, "n_step": 3, "double_q": True,
-                                           "dueling": True, "replay": "PrioritizedEpisodeReplayBuffer"},
+        "env_steps": env_steps, "updates": updates, "train_time_s": t, "startup_s": round(startup, 2),
+        "env_steps_per_s": env_steps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
+        "evals": tracker.evals,
+        "config": {"num_env_runners": runners, "n_step": 3, "double_q": True, "dueling": True,
+                   "replay": "PrioritizedEpisodeReplayBuffer(capacity=100000, alpha=0.6, beta=0.4)",
+                   "training_intensity": config.training_intensity,
+                   "rollout_fragment_length": config.get_rollout_fragment_length(),
+                   "train_batch_size_per_learner": batch, "min_time_s_per_iteration": iteration_s,
+                   "versions": {"ray": ray.__version__, "gymnasium": gymnasium.__version__,
+                                "torch": torch.__version__, "python": sys.version.split()[0]}},
     }
 
 
@@ -265,21 +293,50 @@ PEERS: dict[str, tuple[str, Callable[..., dict[str, Any]]]] = {
 
 
 # ------------------------------------------------------------------------------------------ parent
-def _skip_reason(peer: str) -> str | None:
+RLLIB_VENV_HINT = ("RLlib 2.60 pins gymnasium==1.2.2, so give it its own venv: bash benchmarks/make_rllib_venv.sh "
+                   "(creates .venv-rllib), then pass --rllib-python .venv-rllib/bin/python or set "
+                   "APEXRL_RLLIB_PYTHON")
+
+
+def _skip_reason(peer: str, python: str = sys.executable) -> str | None:
     module = PEERS[peer][0]
-    r = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, cwd=ROOT,
-                       env=_child_env())
+    # Another interpreter also needs apexrl (config, shared evaluation) importable from this checkout.
+    imports = [module] + ([] if python == sys.executable else ["apexrl.config", "apexrl.evaluation"])
+    try:
+        r = subprocess.run([python, "-c", f"import {', '.join(imports)}"], capture_output=True, text=True,
+                           cwd=ROOT, env=_child_env(python), timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        r = subprocess.CompletedProcess([], 1, "", f"cannot run {python}: {e}")
     if r.returncode == 0:
         return None
     last = (r.stderr.strip().splitlines() or ["import failed"])[-1]
-    return f"cannot import {module} ({last}); install with: pip install -e '.[bench]'"
+    where = "" if python == sys.executable else f" with {python}"
+    hint = RLLIB_VENV_HINT if peer == "rllib" else "install with: pip install -e '.[bench]'"
+    return f"cannot import {', '.join(imports)}{where} ({last}); {hint}"
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(python: str = sys.executable) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if python != sys.executable:
+        # Run as if that interpreter's venv were activated (Ray starts helpers found on PATH).
+        bin_dir = os.path.dirname(python)
+        env["PATH"] = os.pathsep.join([bin_dir, *filter(None, [env.get("PATH")])])
+        venv = os.path.dirname(bin_dir)
+        if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+            env["VIRTUAL_ENV"] = venv
+        else:
+            env.pop("VIRTUAL_ENV", None)
     return env
+
+
+def _peer_python(peer: str, rllib_python: str | None) -> str:
+    """The interpreter a peer's child runs with: RLlib's may be a separate venv (see RLLIB_VENV_HINT)."""
+    if peer == "rllib" and rllib_python:
+        # abspath, not resolve: a venv's python is a symlink, and resolving it would leave the venv.
+        return os.path.abspath(os.path.expanduser(rllib_python))
+    return sys.executable
 
 
 def _tree_rss(proc: Any) -> int:
@@ -299,14 +356,14 @@ def _tree_rss(proc: Any) -> int:
 
 
 def run_one(peer: str, env_id: str, seed: int, budget: float, eval_interval: float,
-            overrides: list[str]) -> dict[str, Any]:
+            overrides: list[str], python: str = sys.executable) -> dict[str, Any]:
     import psutil
 
-    cmd = [sys.executable, "-m", "benchmarks.e2e", "--_child", peer, "--env", env_id, "--seed", str(seed),
+    cmd = [python, "-m", "benchmarks.e2e", "--_child", peer, "--env", env_id, "--seed", str(seed),
            "--budget-s", str(budget), "--eval-interval-s", str(eval_interval),
            *[x for o in overrides for x in ("--set", o)]]
     t0 = time.perf_counter()
-    child = subprocess.Popen(cmd, cwd=ROOT, env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    child = subprocess.Popen(cmd, cwd=ROOT, env=_child_env(python), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     peak = [0]
     ps = psutil.Process(child.pid)
@@ -411,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds between greedy evaluations (apexrl: evaluation.interval_s; 0 = preset's)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="apexrl config override")
     p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/e2e-<date>.json)")
+    p.add_argument("--rllib-python", default=os.environ.get("APEXRL_RLLIB_PYTHON") or None, metavar="PATH",
+                   help="interpreter for the rllib peer, e.g. .venv-rllib/bin/python from "
+                        "benchmarks/make_rllib_venv.sh (default: $APEXRL_RLLIB_PYTHON, else this one)")
     p.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -424,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [x for x in peers if x not in PEERS]
     if unknown:
         p.error(f"unknown peer(s) {unknown}; choose from {sorted(PEERS)}")
-    skipped = {peer: why for peer in peers if (why := _skip_reason(peer)) is not None}
+    pythons = {peer: _peer_python(peer, a.rllib_python) for peer in peers}
+    skipped = {peer: why for peer in peers if (why := _skip_reason(peer, pythons[peer])) is not None}
     for peer, why in skipped.items():
         print(f"skipping {peer}: {why}", flush=True)
     results: list[dict[str, Any]] = []
@@ -433,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for seed in range(a.seeds):
             print(f"running {peer} seed {seed} (budget {a.budget_s:g} s)...", flush=True)
-            r = run_one(peer, a.env, seed, a.budget_s, a.eval_interval_s, a.set)
+            r = run_one(peer, a.env, seed, a.budget_s, a.eval_interval_s, a.set, pythons[peer])
             print(f"  -> reached={r.get('reached')} time={r.get('time_to_target_s')} "
                   f"steps={r.get('env_steps_to_target')} {r.get('error', '')}", flush=True)
             results.append(r)
@@ -443,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps({
         "env": a.env, "target": TARGET, "eval_episodes": EVAL_EPISODES, "budget_s": a.budget_s,
         "seeds": a.seeds, "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
-        "date": datetime.now().isoformat(timespec="seconds"), "skipped": skipped,
+        "date": datetime.now().isoformat(timespec="seconds"), "skipped": skipped, "pythons": pythons,
         "summary": summarize(results, peers, skipped), "runs": results,
     }, indent=1, default=str))
     print(f"wrote {out}")
