@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from apexrl.config import Config
 from apexrl.networks import make_network_factory, state_dict_to_numpy
+from apexrl.optim import Adam
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +42,6 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _adam(params: Any, lr: float, eps: float) -> torch.optim.Optimizer:
-    """Adam with the fused kernel where this torch has it (CPU since 2.4): same math, one kernel per
-    step instead of a Python loop over parameters; ~25% less CPU per CartPole update."""
-    params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
-    except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(params, lr=lr, eps=eps)
-
-
 class Learner:
     def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                  model_factory: Callable[[gym.Space, gym.Space], torch.nn.Module] | None = None,
@@ -64,11 +55,11 @@ class Learner:
         self.target = copy.deepcopy(self.net).to(self.device)
         self.target.requires_grad_(False)
         if lc.optimizer == "adam":
-            self.optimizer: torch.optim.Optimizer = _adam(self.net.parameters(), lc.lr, lc.optimizer_eps)
+            self.optimizer: Adam | torch.optim.Optimizer = Adam(self.net.parameters(), lc.lr, lc.optimizer_eps)
         else:  # Ape-X: centered RMSProp, decay 0.95
             self.optimizer = torch.optim.RMSprop(self.net.parameters(), lr=lc.lr, alpha=0.95,
                                                  eps=lc.optimizer_eps, centered=True)
-        self._params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self._params = [p for p in self.net.parameters() if p.requires_grad]
         self.updates = 0
         self.skipped_updates = 0
         self.consecutive_skips = 0
@@ -111,7 +102,7 @@ class Learner:
             return self._skip("loss")
         self._zero_grad()
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), lc.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, lc.grad_clip)
         if not torch.isfinite(grad_norm):
             self._zero_grad()
             return self._skip("gradient")

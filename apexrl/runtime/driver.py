@@ -387,7 +387,6 @@ class _Loop:
                     if kind == "actor":
                         self._on_actor(i, res)
                         self.fail_streak[i] = 0
-                        topo.start_evaluator()
                         window["steps"] += res["env_steps"]
                         per_step = res["time_s"] / max(1, res["env_steps"] // cfg.actors.envs_per_actor)
                         steps_per_call[i] = int(np.clip(0.25 / max(per_step, 1e-6), 1, 10_000))
@@ -395,6 +394,8 @@ class _Loop:
                     elif kind == "learner":
                         last_learner = res
                         self.updates = res["total_updates"]
+                        if self.updates > 0:
+                            topo.start_evaluator()  # not before: it would only slow the learner's start-up
                         window["updates"] += res["updates"]
                         window["learn_time"] += res["time_s"]
                         window["idle"] += res["idle_s"]
@@ -479,6 +480,8 @@ class _Loop:
     def _drain(self, pending: dict[Any, tuple[str, int]], window: dict[str, Any]) -> dict[str, Any] | None:
         """Let in-flight chunks finish (bounded) so their counters land in the final report and checkpoint;
         return the learner's last statistics if it answered."""
+        for shard in self.topo.shards:
+            shard.stop_rate_limiting.remote()  # the learner has stopped: let actors finish their chunk
         refs = list(pending)
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=10.0)
         learner = None

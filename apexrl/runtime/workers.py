@@ -20,12 +20,20 @@ from apexrl.config import Config
 from apexrl.evaluation import evaluate
 from apexrl.learner import Learner
 from apexrl.networks import load_numpy_state_dict, make_network_factory
-from apexrl.runtime.shard_worker import ReplayShardWorker
 from apexrl.runtime.transport import RayReplaySink, RayWeightSource
 
 log = logging.getLogger(__name__)
-__all__ = ["ActorWorker", "EvaluatorWorker", "LearnerWorker", "ReplayShardWorker", "default_batches_per_request"]
+__all__ = ["ActorWorker", "EvaluatorWorker", "LearnerWorker", "ReplayShardWorker", "default_batches_per_request"]  # noqa: F822 (lazy, see __getattr__)
 ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
+
+
+def __getattr__(name: str) -> Any:
+    # Re-exported lazily: the shard's module pulls in numba, which actor and learner processes never need.
+    if name == "ReplayShardWorker":
+        from apexrl.runtime.shard_worker import ReplayShardWorker
+
+        return ReplayShardWorker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _quiet_worker(threads: int = 1) -> None:
