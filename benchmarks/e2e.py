@@ -5,7 +5,7 @@
 Each (peer, seed) runs alone, one after another, in a child process (``--_child``) so that peak RSS is the
 child's process tree (psutil, sampled every 0.2 s by the parent) and nothing leaks between runs. Every peer is
 judged by the same evaluation: :func:`apexrl.evaluation.evaluate`, the mean of 10 greedy episodes with the
-peer's current Q-network, every ``--eval-interval-s`` wall seconds. apexrl evaluates in its own process while
+peer's current Q-network, every ``--eval-interval-s`` wall seconds (default 1). apexrl evaluates in its own process while
 training goes on; the in-loop peers (SB3, RLlib) pause training to evaluate, and that evaluation time is
 subtracted from their clock so no peer pays for the benchmark's measurement. "not reached" is a result.
 
@@ -464,8 +464,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per peer")
     p.add_argument("--budget-s", type=float, default=600.0, help="wall seconds per run before 'not reached'")
     p.add_argument("--peers", default="apexrl,sb3,rllib")
-    p.add_argument("--eval-interval-s", type=float, default=5.0,
-                   help="seconds between greedy evaluations (apexrl: evaluation.interval_s; 0 = preset's)")
+    p.add_argument("--eval-interval-s", type=float, default=1.0,
+                   help="seconds between greedy evaluations, the same for every peer (apexrl: "
+                        "evaluation.interval_s; 0 = preset's). Coarser than ~1/10 of the times measured "
+                        "would make the interval, not the trainer, the result")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="apexrl config override")
     p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/e2e-<date>.json)")
     p.add_argument("--rllib-python", default=os.environ.get("APEXRL_RLLIB_PYTHON") or None, metavar="PATH",
