@@ -93,11 +93,13 @@ def load_curve(run: str | os.PathLike[str], metric: str) -> Curve:
                  seed=cfg.get("seed"), env_steps=col("env_steps"), time_s=col("time_s"), ret=col(key))
 
 
-def group_curves(curves: Sequence[Curve]) -> list[tuple[str, list[Curve]]]:
-    """Runs of one setting together, in first-seen order, labelled by the keys on which settings differ."""
+def group_curves(curves: Sequence[Curve], each: bool = False) -> list[tuple[str, list[Curve]]]:
+    """Runs of one setting together, in first-seen order, labelled by the keys on which settings differ;
+    ``each``: every run its own group (seeds that diverge are hidden by a mean over the common range)."""
     groups: dict[str, list[Curve]] = {}
-    for c in curves:
-        groups.setdefault(json.dumps(c.setting, sort_keys=True, default=str), []).append(c)
+    for i, c in enumerate(curves):
+        key = json.dumps(c.setting, sort_keys=True, default=str)
+        groups.setdefault(f"{key}#{i}" if each else key, []).append(c)
     settings = [g[0].setting for g in groups.values()]
     differ = sorted({k for s in settings for k in s if any(t.get(k) != s.get(k) for t in settings)})
     out = []
@@ -136,7 +138,7 @@ def band(members: Sequence[Curve], x_of: str, points: int = 200) -> tuple[np.nda
 
 
 def plot_runs(runs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], metric: str = "auto",
-              title: str | None = None) -> Path:
+              title: str | None = None, each: bool = False) -> Path:
     """Write the PNG and return its path. ``metric``: eval | train | auto (eval where any run has it)."""
     try:
         import matplotlib
@@ -157,7 +159,7 @@ def plot_runs(runs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str
         raise PlotError(f"no {metric} returns in these runs yet; try --metric "
                         f"{'train' if metric == 'eval' else 'eval'}")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
-    for (label, members), color in zip(group_curves(curves), _colors(len(curves))):
+    for (label, members), color in zip(group_curves(curves, each), _colors(len(curves))):
         for ax, x_of in zip(axes, ("env_steps", "time_s")):
             x, mean, lo, hi = band(members, x_of)
             if not len(x):
@@ -171,7 +173,8 @@ def plot_runs(runs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str
         ax.set_ylabel(f"{metric} return (mean)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, loc="best")
-    fig.suptitle(title or f"{metric} return: mean over seeds, band = min-max")
+    fig.suptitle(title or (f"{metric} return of each run" if each else
+                           f"{metric} return: mean over seeds, band = min-max"))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import types
 from pathlib import Path
@@ -45,6 +46,16 @@ def test_groups_by_setting_without_seed(runs):
     groups = plot.group_curves([plot.load_curve(d, "train") for d in dirs])
     assert [(label, len(m)) for label, m in groups] == [("learner.lr=0.001 (3 seeds)", 3),
                                                         ("learner.lr=0.0003 (2 seeds)", 2)]
+
+
+def test_each_run_can_be_its_own_curve(runs, tmp_path):
+    _, dirs = runs
+    groups = plot.group_curves([plot.load_curve(d, "train") for d in dirs], each=True)
+    assert [len(m) for _, m in groups] == [1] * 5
+    assert groups[0][0] == "learner.lr=0.001 (seed 0)" and groups[4][0] == "learner.lr=0.0003 (seed 1)"
+    if importlib.util.find_spec("matplotlib"):
+        assert main(["plot", *map(str, dirs), "--each", "-o", str(tmp_path / "each.png")]) == 0
+        assert (tmp_path / "each.png").stat().st_size > 0
 
 
 def test_band_is_mean_and_min_max_over_seeds(runs):
