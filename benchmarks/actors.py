@@ -20,7 +20,6 @@ the JSON records the load average.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from datetime import datetime
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks._results import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_FRAMES_PER_ACTOR = 139.0
@@ -229,10 +230,7 @@ def main(argv: list[str] | None = None) -> int:
               f"transition; naive obs+next_obs {r['naive_bytes_per_transition']:,} B) -> "
               f"{r['gib_for_1M_transitions']:.2f} GiB per 1M transitions", flush=True)
     result["loadavg_end"] = os.getloadavg()
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"actors-{datetime.now():%Y%m%d}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out}")
+    write_result("actors", result, args.out)
     return 0
 
 

@@ -37,9 +37,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from benchmarks._results import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 475.0
@@ -501,15 +502,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"steps={r.get('env_steps_to_target')} {r.get('error', '')}", flush=True)
             results.append(r)
     print_table(results, peers, skipped, a.budget_s)
-    out = Path(a.out) if a.out else ROOT / "benchmarks" / "results" / f"e2e-{datetime.now():%Y%m%d-%H%M%S}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    write_result("e2e", {
         "env": a.env, "target": TARGET, "eval_episodes": EVAL_EPISODES, "budget_s": a.budget_s,
         "seeds": a.seeds, "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
-        "date": datetime.now().isoformat(timespec="seconds"), "skipped": skipped, "pythons": pythons,
-        "summary": summarize(results, peers, skipped), "runs": results,
-    }, indent=1, default=str))
-    print(f"wrote {out}")
+        "skipped": skipped, "pythons": pythons, "summary": summarize(results, peers, skipped), "runs": results,
+    }, a.out)
     return 0
 
 

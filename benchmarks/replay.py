@@ -18,7 +18,6 @@ per-call times. Only ratios within one run are meaningful.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import gc
 import importlib.metadata
 import json
@@ -32,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._results import write_result
 from benchmarks.replay_impls import ADAPTERS, SAMPLE_BATCH, Adapter, SkipCase, Workload, torchrl_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,12 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - t_start
     print(f"\n(total {elapsed:.0f} s)")
 
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"replay-{_dt.date.today()}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"date": _dt.datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
-                               "rounds": rounds, "reps": reps, "environment": env, "results": results,
-                               "targets": checks, "elapsed_s": elapsed}, indent=2))
-    print(f"wrote {out}")
+    write_result("replay", {"quick": args.quick, "rounds": rounds, "reps": reps, "environment": env,
+                            "results": results, "targets": checks, "elapsed_s": elapsed}, args.out)
     return 0
 
 

@@ -22,11 +22,12 @@ import json
 import os
 import statistics
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks._results import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,11 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         res = bench_calls()
     else:
         res = bench_actors([int(x) for x in a.actors.split(",")], a.total_envs, a.seconds or 40.0, a.set)
-    res.update({"mode": a.mode, "date": datetime.now().isoformat(timespec="seconds"), "cpus": os.cpu_count()})
-    out = ROOT / "benchmarks" / "results" / f"scaling-{a.mode}-{datetime.now():%Y%m%d-%H%M%S}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=1))
-    print(f"wrote {out}")
+    res["mode"] = a.mode
+    write_result(f"scaling-{a.mode}", res)
     return 0
 
 

@@ -13,17 +13,14 @@ are cores for them: on a 2-core host the learner loop and the shards share two c
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
 from collections import deque
-from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks._results import write_result
 
 
 def _cartpole(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -110,11 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['shards']:>6} {r['samples_per_s']:>12,.0f} {r['samples_per_s'] / base:>9.2f}x "
               f"{r['merge_us_per_batch']:>15.1f}")
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"shards-{datetime.now():%Y%m%d-%H%M%S}.json"
-    out.write_text(json.dumps({"date": datetime.now().isoformat(), "cpus": os.cpu_count(),
-                               "platform": platform.platform(), "args": vars(args), "results": rows}, indent=1))
-    print(f"wrote {out}")
+    write_result("shards", {"platform": platform.platform(), "args": vars(args), "results": rows})
     return 0
 
 
