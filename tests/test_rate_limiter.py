@@ -127,6 +127,17 @@ def test_learner_alone_stops_and_actor_alone_stops() -> None:
     assert sim.actor_turn(64) or sim.actor_turn(64)
 
 
+def test_a_stopped_shard_lets_a_waiting_actor_finish() -> None:
+    """At the end of a run the learner is gone: the shard stops rate-limiting so the actor's chunk ends."""
+    ratio, batch = 8.0, 64
+    sim = _Sim(ratio, batch, min_size=100, buffer=default_error_buffer(ratio, batch, 4, 64))
+    while sim.actor_turn(64):
+        assert sim.insert_moves < 1_000
+    assert not sim.shard.insert_allowed()
+    sim.shard.stop_rate_limiting()
+    assert sim.shard.insert_allowed() and sim.shard.add(*_batch(64))
+
+
 def test_warmup_never_refuses_inserts_or_grants_samples() -> None:
     lim = RateLimiter(ratio=8.0, min_size=500, error_buffer=0.0)
     for size in range(0, 500, 37):

@@ -45,6 +45,10 @@ class ReplayShard:
     def insert_allowed(self) -> bool:
         return self.limiter.can_insert(len(self.buffer), self.inserted, self.sampled)
 
+    def stop_rate_limiting(self) -> None:
+        """At the end of a run: an actor waiting for the learner would otherwise wait for nobody."""
+        self.limiter.ratio = None
+
     def sample(self, batch_size: int, beta: float, num_batches: int = 1) -> dict[str, Any]:
         """A batch with indices and IS weights plus shard stats; only the stats (no ``batch`` key) while
         the shard is warming up or the learner is ahead of the samples-per-insert ratio.

@@ -31,8 +31,7 @@ class ReplayShardWorker:
         return self.shard.insert_allowed()
 
     def stop_rate_limiting(self) -> None:
-        """At the end of a run: an actor waiting for the learner would otherwise wait for nobody."""
-        self.shard.limiter.ratio = None
+        self.shard.stop_rate_limiting()
 
     def sample(self, batch_size: int, beta: float) -> dict[str, Any]:
         return self.shard.sample(batch_size, beta)
