@@ -23,14 +23,12 @@ import argparse
 import os
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks._results import write_result
 
-ROOT = Path(__file__).resolve().parent.parent
 PAPER_FRAMES_PER_ACTOR = 139.0
 
 

@@ -40,9 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._results import write_result
+from benchmarks._results import ROOT, write_result
 
-ROOT = Path(__file__).resolve().parent.parent
 TARGET = 475.0
 EVAL_EPISODES = 10
 

@@ -31,10 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._results import write_result
+from benchmarks._results import ROOT, write_result
 from benchmarks.replay_impls import ADAPTERS, SAMPLE_BATCH, Adapter, SkipCase, Workload, torchrl_skip_reason
 
-ROOT = Path(__file__).resolve().parent.parent
 ADD_SIZES = (64, 512)
 
 

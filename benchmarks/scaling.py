@@ -29,8 +29,6 @@ import numpy as np
 
 from benchmarks._results import write_result
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def _cartpole_batch(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {"obs": rng.standard_normal((n, 4)).astype(np.float32),

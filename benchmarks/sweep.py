@@ -2,7 +2,7 @@
 
     apexrl bench sweep --seeds 5 --variant "" --variant "network.hidden_sizes=[128,128]"
 
-Each (variant, seed) runs the Ray-free roles in one process (Actor -> ReplayShard -> Learner, the classes
+Each (variant, seed) runs the Ray-free roles in one process (``runtime.local.build_local``: the classes
 the Ray runtime wraps) with the samples-per-insert ratio of the config enforced exactly: after each round of
 env steps the learner owes ``env_steps * samples_per_insert / batch_size`` updates. Every ``--eval-every``
 updates the current network plays 10 greedy episodes (``apexrl.evaluation.evaluate``, the code every run and
@@ -36,54 +36,39 @@ def run_variant(preset: str, overrides: list[str], seed: int, target: float, eva
     import numpy as np
     import torch
 
-    from apexrl.actor import Actor
     from apexrl.config import load
-    from apexrl.envs import check_env
     from apexrl.evaluation import evaluate
-    from apexrl.learner import Learner
-    from apexrl.replay.shard import ReplayShard
-    from apexrl.runtime.local import LocalSink, LocalWeights
+    from apexrl.runtime.local import build_local
 
     torch.set_num_threads(1)
     cfg = load(preset, [f"seed={seed}", *overrides])
     spi = cfg.replay.samples_per_insert
     if spi is None:
         raise SystemExit("bench sweep needs replay.samples_per_insert (it fixes the updates per env step)")
-    num_actors = cfg.actors.num_actors or 1
-    obs_space, act_space = check_env(cfg.env)
-    r, lc = cfg.replay, cfg.learner
-    shard = ReplayShard(r.capacity, r.alpha, seed=seed, min_size=r.learning_starts)
-    hub = LocalWeights()
-    learner = Learner(cfg, obs_space, act_space)
-    hub.publish(0, learner.weights())
-    actors = [Actor(cfg, i, num_actors, LocalSink([shard]), hub.source()) for i in range(num_actors)]
+    topo = build_local(cfg, cfg.actors.num_actors or 1)
+    learner, batch_size = topo.learner, cfg.learner.batch_size
     t0 = time.perf_counter()
     env_steps, owed = 0, 0.0
     evals: list[tuple[int, int, float]] = []
     reached: tuple[int, int] | None = None
     while learner.updates < max_updates and reached is None:
-        for a in actors:
+        for a in topo.actors:
             n = a.run(8)["env_steps"]
             env_steps += n
-            owed += n * spi / lc.batch_size
-        if len(shard.buffer) < shard.min_size:
+            owed += n * spi / batch_size
+        if any(len(s.buffer) < s.min_size for s in topo.shards):
             owed = 0.0
             continue
         while owed >= 1 and reached is None:
             owed -= 1
-            s = shard.sample(lc.batch_size, learner.beta())
-            prios, _ = learner.update(s["batch"], s["weights"])
-            if prios is not None:
-                shard.update_priorities(s["indices"], prios)
-            if learner.updates % lc.publish_period == 0:
-                hub.publish(learner.updates, learner.weights())
+            if topo.learn_once(topo.shards[learner.updates % len(topo.shards)]) is None:
+                break
             if learner.updates % eval_every == 0:
                 mean = float(np.mean(evaluate(learner.net, cfg.env, 10, seed=seed * 7 + 1_000_000 + learner.updates)))
                 evals.append((learner.updates, env_steps, round(mean, 1)))
                 if mean >= target:
                     reached = (learner.updates, env_steps)
-    for a in actors:
-        a.close()
+    topo.close()
     return {"overrides": overrides, "seed": seed, "reached": reached is not None,
             "updates_to_target": reached[0] if reached else None,
             "env_steps_to_target": reached[1] if reached else None,
