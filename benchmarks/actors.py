@@ -1,11 +1,13 @@
 """Actor throughput (Ray actors sending to a replay shard), learner updates/s and replay bytes/transition.
 
-    apexrl bench actors [--envs ALE/Pong-v5,CartPole-v1] [--actors 1,2] [--seconds 20]
+    apexrl bench actors [--envs ALE/Pong-v5,CartPole-v1] [--actors 1,2] [--seconds 10] [--repeats 3]
 
 1. Actors: for each env and actor count, N ``ActorWorker`` Ray actors (the training code path: acting with
-   the preset's network, n-step, priorities, batched sends; Atari sends de-duplicated frames) feed one
-   ``ReplayShardWorker``. No learner runs, so the actors get the CPUs; weights stay at their initial
-   values (same compute). Reported: agent steps/s and emulator frames/s (x frame skip for Atari) per
+   the preset's network, n-step, priorities, batched sends, ``run`` chunks sized as the driver sizes
+   them; Atari sends de-duplicated frames) feed one ``ReplayShardWorker``. All counts share one Ray
+   session and are measured in turns (1, 2, 1, 2, ...), the median turn reported, so that the ratio
+   between counts does not depend on what else the machine did in a given minute. No learner runs, so
+   the actors get the CPUs; weights stay at their initial values (same compute). Reported: agent steps/s and emulator frames/s (x frame skip for Atari) per
    actor and in total. The Ape-X paper reports ~139 frames/s per actor (50K/s over 360 actors).
 2. Learner: ``Learner.update`` on random uint8 batches, Nature CNN (dueling) on [4, 84, 84], batch 512,
    centered RMSProp, with 1 and with all torch threads (the paper: ~19 updates/s on a GPU).
@@ -40,55 +42,78 @@ def _preset(env_id: str, overrides: list[str]) -> Any:
     return load(preset, [f"env.id={env_id}", *overrides])
 
 
-def bench_actors(env_id: str, num_actors: int, seconds: float, overrides: list[str]) -> dict[str, Any]:
+def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
+                 overrides: list[str]) -> list[dict[str, Any]]:
+    """Every actor count in one Ray session, measured in turns (1, 2, 1, 2, ...) so that each count sees
+    the same machine; per count, the median over ``repeats`` turns. Each count has its own actors, built
+    with ``num_actors`` equal to that count (the same epsilons as a run of that size); idle ones sleep."""
     import ray
 
     from apexrl.envs import check_env, is_atari
     from apexrl.envs.atari import frame_stacked
-    from apexrl.runtime.driver import init_ray
+    from apexrl.runtime.driver import first_actor_chunk, init_ray, next_actor_chunk
     from apexrl.runtime.transport import ParameterServer
     from apexrl.runtime.workers import ActorWorker, ReplayShardWorker
 
-    cfg = _preset(env_id, [f"actors.num_actors={num_actors}", *overrides])
+    cfgs = {n: _preset(env_id, [f"actors.num_actors={n}", *overrides]) for n in counts}
+    cfg = cfgs[counts[0]]
     check_env(cfg.env)
-    init_ray(None, num_cpus=num_actors + 1)
+    E = cfg.actors.envs_per_actor
+    init_ray(None, num_cpus=sum(counts) + 1)
+    turns: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
     try:
         ps = ParameterServer.remote()
         shard = ReplayShardWorker.remote(200_000, 0.6, 0, 1, frame_stacked(cfg.env))
-        actors = [ActorWorker.options(num_cpus=1).remote(cfg, i, num_actors, [shard], ps, None)
-                  for i in range(num_actors)]
-        ray.get([a.run.remote(20) for a in actors])  # warm-up: envs, first sends, torch init
-        steps_per_call = max(1, 200 // cfg.actors.envs_per_actor)
-        t0 = time.perf_counter()
-        stats0 = ray.get(shard.stats.remote())
-        pending = {a.run.remote(steps_per_call): i for i, a in enumerate(actors)}
-        steps = np.zeros(num_actors, dtype=np.int64)
-        frames_sent = np.zeros(num_actors, dtype=np.int64)
-        sent = np.zeros(num_actors, dtype=np.int64)
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            i = pending.pop(ready[0])
-            res = ray.get(ready[0])
-            steps[i] += res["env_steps"]
-            frames_sent[i], sent[i] = res["frames_sent"], res["transitions_sent"]
-            if time.perf_counter() - t0 < seconds:
-                pending[actors[i].run.remote(steps_per_call)] = i
-        dt = time.perf_counter() - t0
-        stats1 = ray.get(shard.stats.remote())
+        sets = {n: [ActorWorker.options(num_cpus=1).remote(cfgs[n], i, n, [shard], ps, None) for i in range(n)]
+                for n in counts}
+        ray.get([a.run.remote(first_actor_chunk(E)) for n in counts for a in sets[n]])  # envs, torch, sends
+        chunk = {a: first_actor_chunk(E) for n in counts for a in sets[n]}
+        for _ in range(repeats):
+            for n in counts:
+                actors = sets[n]
+                stats0 = ray.get(shard.stats.remote())
+                t0 = time.perf_counter()
+                pending = {a.run.remote(chunk[a]): i for i, a in enumerate(actors)}
+                steps = np.zeros(n, dtype=np.int64)
+                frames_sent = np.zeros(n, dtype=np.int64)
+                sent = np.zeros(n, dtype=np.int64)
+                while pending:
+                    ready, _ = ray.wait(list(pending), num_returns=1)
+                    i = pending.pop(ready[0])
+                    res = ray.get(ready[0])
+                    steps[i] += res["env_steps"]
+                    frames_sent[i] += res["frames_sent"]
+                    sent[i] += res["transitions_sent"]
+                    chunk[actors[i]] = next_actor_chunk(res, E)  # as the driver sizes a training run's chunks
+                    if time.perf_counter() - t0 < seconds:
+                        pending[actors[i].run.remote(chunk[actors[i]])] = i
+                dt = time.perf_counter() - t0
+                stats1 = ray.get(shard.stats.remote())
+                turns[n].append({"seconds": dt, "steps_per_s_per_actor": (steps / dt).tolist(),
+                                 "inserted_per_s": (stats1["inserted"] - stats0["inserted"]) / dt,
+                                 "frames_sent": int(frames_sent.sum()), "sent": int(sent.sum())})
     finally:
         ray.shutdown()
     skip = cfg.env.frame_skip if is_atari(cfg.env) else 1
-    per_actor = steps / dt
-    return {
-        "env": env_id, "actors": num_actors, "envs_per_actor": cfg.actors.envs_per_actor,
-        "send_every": cfg.actors.send_every, "seconds": dt,
-        "steps_per_s_per_actor": per_actor.tolist(),
-        "steps_per_s_total": float(per_actor.sum()),
-        "frames_per_s_per_actor": (per_actor * skip).tolist(),
-        "frames_per_s_total": float(per_actor.sum() * skip),
-        "inserted_per_s": (stats1["inserted"] - stats0["inserted"]) / dt,
-        "frames_sent_per_transition": float(frames_sent.sum() / max(1, sent.sum())) if skip > 1 else None,
-    }
+    out = []
+    for n in counts:
+        totals = [sum(t["steps_per_s_per_actor"]) for t in turns[n]]
+        mid = turns[n][int(np.argsort(totals)[len(totals) // 2])]  # the median turn (upper median if even)
+        per_actor = np.asarray(mid["steps_per_s_per_actor"])
+        fs = sum(t["frames_sent"] for t in turns[n])
+        sent_all = sum(t["sent"] for t in turns[n])
+        out.append({
+            "env": env_id, "actors": n, "envs_per_actor": E, "send_every": cfg.actors.send_every,
+            "seconds": mid["seconds"], "repeats": repeats,
+            "steps_per_s_total_each_turn": totals,
+            "steps_per_s_per_actor": per_actor.tolist(),
+            "steps_per_s_total": float(per_actor.sum()),
+            "frames_per_s_per_actor": (per_actor * skip).tolist(),
+            "frames_per_s_total": float(per_actor.sum() * skip),
+            "inserted_per_s": mid["inserted_per_s"],
+            "frames_sent_per_transition": float(fs / max(1, sent_all)) if skip > 1 else None,
+        })
+    return out
 
 
 def bench_learner(updates: int, batch: int, threads: int) -> dict[str, Any]:
@@ -183,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="apexrl bench actors", description=__doc__.split("\n\n")[0])
     p.add_argument("--envs", default="ALE/Pong-v5,CartPole-v1")
     p.add_argument("--actors", default="1,2", help="actor counts to measure, comma-separated")
-    p.add_argument("--seconds", type=float, default=20.0, help="measurement time per configuration")
+    p.add_argument("--seconds", type=float, default=10.0, help="measurement time per turn")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="turns per actor count, interleaved (1, 2, 1, 2, ...); the median turn is reported")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="config override for the actor runs, e.g. --set actors.envs_per_actor=1")
     p.add_argument("--learner-updates", type=int, default=8)
@@ -201,8 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'env':<16} {'actors':>6} {'E':>3} {'steps/s/actor':>14} {'frames/s/actor':>15} "
               f"{'frames/s total':>15} {'vs paper':>9} {'frames/transition':>18}")
         for env_id in args.envs.split(","):
-            for n in (int(x) for x in args.actors.split(",")):
-                r = bench_actors(env_id, n, args.seconds, args.overrides)
+            counts = [int(x) for x in args.actors.split(",")]
+            for r in bench_actors(env_id, counts, args.seconds, args.repeats, args.overrides):
+                n = r["actors"]
                 result["actors"].append(r)
                 per = float(np.mean(r["frames_per_s_per_actor"]))
                 ratio = f"{per / PAPER_FRAMES_PER_ACTOR:.1f}x" if env_id.startswith("ALE/") else "-"

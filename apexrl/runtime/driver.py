@@ -43,6 +43,22 @@ ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
 MAX_ACTOR_FAILURES_IN_ROW = 3
 
 
+ACTOR_CHUNK_S = 0.25
+
+
+def first_actor_chunk(envs_per_actor: int) -> int:
+    """Vector steps of an actor's first ``run`` call, before its speed is known (~256 env steps)."""
+    return max(1, 256 // envs_per_actor)
+
+
+def next_actor_chunk(res: dict[str, Any], envs_per_actor: int) -> int:
+    """Vector steps for ~ACTOR_CHUNK_S of acting at the speed the last chunk ran: long enough that a Ray
+    call per chunk costs the actor (and the driver) little, short enough that a dead actor is noticed and
+    the report stays current."""
+    per_step = res["time_s"] / max(1, res["env_steps"] // envs_per_actor)
+    return int(np.clip(ACTOR_CHUNK_S / max(per_step, 1e-6), 1, 10_000))
+
+
 def _cause(err: BaseException) -> str:
     """The user-relevant line of a Ray error: the original exception, not Ray's wrapper text."""
     cause = getattr(err, "cause", None)
@@ -351,7 +367,7 @@ class _Loop:
     def run(self) -> TrainResult:
         cfg, topo = self.cfg, self.topo
         t_start = time.monotonic()
-        steps_per_call = {i: max(1, 256 // cfg.actors.envs_per_actor) for i in range(topo.num_actors)}
+        steps_per_call = {i: first_actor_chunk(cfg.actors.envs_per_actor) for i in range(topo.num_actors)}
         pending: dict[Any, tuple[str, int]] = {}
         for i, a in enumerate(topo.actors):
             pending[a.run.remote(steps_per_call[i])] = ("actor", i)
@@ -376,7 +392,7 @@ class _Loop:
                     except (RayActorError, RayTaskError) as e:
                         if kind == "actor":
                             self._restart_actor(i, e)
-                            steps_per_call[i] = max(1, 256 // cfg.actors.envs_per_actor)
+                            steps_per_call[i] = first_actor_chunk(cfg.actors.envs_per_actor)
                             pending[topo.actors[i].run.remote(steps_per_call[i])] = ("actor", i)
                             continue
                         if kind == "eval":
@@ -388,8 +404,7 @@ class _Loop:
                         self._on_actor(i, res)
                         self.fail_streak[i] = 0
                         window["steps"] += res["env_steps"]
-                        per_step = res["time_s"] / max(1, res["env_steps"] // cfg.actors.envs_per_actor)
-                        steps_per_call[i] = int(np.clip(0.25 / max(per_step, 1e-6), 1, 10_000))
+                        steps_per_call[i] = next_actor_chunk(res, cfg.actors.envs_per_actor)
                         pending[topo.actors[i].run.remote(steps_per_call[i])] = ("actor", i)
                     elif kind == "learner":
                         last_learner = res

@@ -6,6 +6,7 @@ at most one request in flight, so no list of object refs grows with run time.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -25,25 +26,45 @@ class ParameterServer:
 
     The ref travels wrapped in a list so Ray hands it over as a reference, not as the resolved value:
     weights go learner -> object store -> actor without passing through this process.
+
+    ``get(known, wait_s)`` is a long poll: it answers when weights newer than ``known`` exist (or after
+    ``wait_s``). An actor keeps one such request open and checks it locally every sync period, so the
+    server sees one call per actor per publication instead of one per 400 env steps (~50 calls/s per
+    CartPole actor, ~9 % of a core on the 2-core host while two actors ran, and a round trip each on
+    the actors' side).
     """
 
     def __init__(self) -> None:
         self.version = -1
         self.ref: Any = None
+        self._published: asyncio.Event | None = None
 
-    def set(self, version: int, holder: list[Any]) -> None:
+    async def set(self, version: int, holder: list[Any]) -> None:
         if version > self.version:
             self.version, self.ref = version, holder[0]
+            if self._published is not None:
+                self._published.set()
+                self._published = None
 
-    def get(self, known_version: int) -> tuple[int, list[Any]] | None:
+    async def get(self, known_version: int, wait_s: float = 0.0) -> tuple[int, list[Any]] | None:
+        if (self.ref is None or self.version <= known_version) and wait_s > 0:
+            if self._published is None:
+                self._published = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._published.wait(), wait_s)
+            except asyncio.TimeoutError:
+                pass
         if self.ref is None or self.version <= known_version:
             return None
         return self.version, [self.ref]
 
 
 class RayWeightSource:
-    """Non-blocking weight pulls: each ``poll`` consumes a finished request and starts the next one, so
-    fresh weights arrive one sync period after they were asked for and acting never waits."""
+    """Non-blocking weight pulls: one long-poll request to the parameter server stays open; each ``poll``
+    checks it locally, and once it has answered fetches the weights and opens the next one. Acting never
+    waits, and new weights are picked up at the first sync period after they are in this node's store."""
+
+    LONG_POLL_S = 30.0  # the server answers at the latest after this, so a lost wake-up cannot stall pulls
 
     def __init__(self, ps: Any) -> None:
         self.ps = ps
@@ -70,7 +91,7 @@ class RayWeightSource:
             except Exception as e:  # the learner (owner) died: wait for the next publication
                 log.warning("weights v%d unavailable: %s", version, e)
         if self._meta is None and self._weights is None:
-            self._meta = self.ps.get.remote(self.version)
+            self._meta = self.ps.get.remote(self.version, self.LONG_POLL_S)
         return result
 
 

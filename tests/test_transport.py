@@ -1,0 +1,59 @@
+"""Weight pulls through the parameter server: a long poll, so actors do not call it every sync period."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def _publish(ray, ps, version: int, value: float) -> None:
+    ref = ray.put({"w": np.full(3, value, dtype=np.float32)})
+    ray.get(ps.set.remote(version, [ref]))
+
+
+def test_an_open_weight_request_is_answered_by_the_next_publication(ray_local):
+    ray = ray_local
+    from apexrl.runtime.transport import ParameterServer, RayWeightSource
+
+    ps = ParameterServer.remote()
+    src = RayWeightSource(ps)
+    assert src.poll() is None  # opens the long poll; nothing published yet
+    time.sleep(0.3)
+    assert src.poll() is None  # still open: the server holds it instead of answering "nothing new"
+    _publish(ray, ps, 0, 1.0)
+    got = None
+    deadline = time.monotonic() + 10
+    while got is None and time.monotonic() < deadline:
+        got = src.poll()
+        time.sleep(0.01)
+    assert got is not None
+    version, weights = got
+    assert version == 0 and np.all(weights["w"] == 1.0)
+    assert src.version == 0
+
+
+def test_a_long_poll_returns_nothing_after_its_wait_and_at_once_without_one(ray_local):
+    ray = ray_local
+    from apexrl.runtime.transport import ParameterServer
+
+    ps = ParameterServer.remote()
+    t0 = time.monotonic()
+    assert ray.get(ps.get.remote(-1)) is None  # no wait asked: answers at once
+    assert ray.get(ps.get.remote(-1, 0.5)) is None
+    assert time.monotonic() - t0 >= 0.5
+    _publish(ray, ps, 3, 2.0)
+    assert ray.get(ps.get.remote(3, 0.2)) is None  # nothing newer than what the caller has
+    version, [ref] = ray.get(ps.get.remote(2, 30.0))  # newer exists: no wait
+    assert version == 3 and np.all(ray.get(ref)["w"] == 2.0)
+
+
+def test_an_older_publication_never_replaces_a_newer_one(ray_local):
+    ray = ray_local
+    from apexrl.runtime.transport import ParameterServer
+
+    ps = ParameterServer.remote()
+    _publish(ray, ps, 5, 5.0)
+    _publish(ray, ps, 4, 4.0)
+    version, [ref] = ray.get(ps.get.remote(-1))
+    assert version == 5 and np.all(ray.get(ref)["w"] == 5.0)
