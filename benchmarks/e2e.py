@@ -461,7 +461,8 @@ def print_table(results: list[dict[str, Any]], peers: list[str], skipped: dict[s
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="apexrl bench e2e", description=__doc__.split("\n\n")[0])
     p.add_argument("--env", default="CartPole-v1")
-    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per peer")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per peer (from --first-seed)")
+    p.add_argument("--first-seed", type=int, default=0, help="first seed (to extend an earlier run's seeds)")
     p.add_argument("--budget-s", type=float, default=600.0, help="wall seconds per run before 'not reached'")
     p.add_argument("--peers", default="apexrl,sb3,rllib")
     p.add_argument("--eval-interval-s", type=float, default=1.0,
@@ -494,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     for peer in peers:
         if peer in skipped:
             continue
-        for seed in range(a.seeds):
+        for seed in range(a.first_seed, a.first_seed + a.seeds):
             print(f"running {peer} seed {seed} (budget {a.budget_s:g} s)...", flush=True)
             r = run_one(peer, a.env, seed, a.budget_s, a.eval_interval_s, a.set, pythons[peer])
             print(f"  -> reached={r.get('reached')} time={r.get('time_to_target_s')} "
@@ -503,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results, peers, skipped, a.budget_s)
     write_result("e2e", {
         "env": a.env, "target": TARGET, "eval_episodes": EVAL_EPISODES, "budget_s": a.budget_s,
-        "seeds": a.seeds, "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
+        "seeds": a.seeds, "first_seed": a.first_seed, "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
         "skipped": skipped, "pythons": pythons, "summary": summarize(results, peers, skipped), "runs": results,
     }, a.out)
     return 0
