@@ -25,6 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from apexrl.config import Config
@@ -32,7 +33,7 @@ from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs import make_env
 from apexrl.envs.atari import frame_stacked
 from apexrl.exploration import actor_epsilons
-from apexrl.policy import QFunction, TorchQ, numpy_network
+from apexrl.networks import load_numpy_state_dict, make_network_factory
 from apexrl.replay.frames import FrameStackEncoder
 from apexrl.replay.nstep import NStepBuilder
 
@@ -46,35 +47,19 @@ def actor_seed(seed: int, actor_index: int) -> int:
     return (seed * 1_000_003 + 7919 * (actor_index + 1)) % (2**31 - 1)
 
 
-def td_priorities(q: np.ndarray, q_next: np.ndarray, action: np.ndarray, reward: np.ndarray,
+def td_priorities(q: torch.Tensor, q_next: torch.Tensor, action: np.ndarray, reward: np.ndarray,
                   discount: np.ndarray, eps: float) -> np.ndarray:
     """Initial priority |R + discount * max_a Q(s', a) - Q(s, a)| + eps with the actor's own network
     (actors hold no target network; Ape-X computes these on the actor to avoid a learner round trip)."""
-    q_sa = q[np.arange(len(action)), np.asarray(action, dtype=np.int64)].astype(np.float64)
-    target = np.asarray(reward, np.float64) + np.asarray(discount, np.float64) * q_next.max(axis=1)
-    return np.abs(target - q_sa) + eps
-
-
-def actor_q_function(cfg: Config, observation_space: gym.Space, action_space: gym.Space, seed: int,
-                     model_factory: Callable[[gym.Space, gym.Space], Any] | None = None) -> QFunction:
-    """The actor's copy of the network: numpy for the built-in MLP (no torch in the process), torch for
-    the Nature CNN and for custom networks. Seeded: the same seed gives the same initial network."""
-    if model_factory is None:
-        q = numpy_network(cfg.network, observation_space, action_space, seed=seed)
-        if q is not None:
-            return q
-    import torch
-
-    from apexrl.networks import make_network_factory
-
-    torch.manual_seed(seed)
-    return TorchQ((model_factory or make_network_factory(cfg.network))(observation_space, action_space))
+    q_sa = q.gather(1, torch.as_tensor(action, dtype=torch.int64).view(-1, 1)).squeeze(1)
+    target = torch.as_tensor(reward) + torch.as_tensor(discount) * q_next.max(dim=1).values
+    return ((target - q_sa).abs() + eps).double().numpy()
 
 
 class Actor:
     def __init__(self, cfg: Config, actor_index: int, num_actors: int, sink: ReplaySink,
                  weights: WeightSource | None = None,
-                 model_factory: Callable[[gym.Space, gym.Space], Any] | None = None,
+                 model_factory: Callable[[gym.Space, gym.Space], torch.nn.Module] | None = None,
                  env_factory: EnvFactory | None = None) -> None:
         self.cfg, self.index = cfg, actor_index
         self.sink, self.weights = sink, weights
@@ -85,8 +70,10 @@ class Actor:
         self.envs = SyncVectorEnv([(lambda i=i: make(self.seed + i)) for i in range(E)],
                                   autoreset_mode=AutoresetMode.SAME_STEP)
         self.obs, _ = self.envs.reset(seed=[self.seed + i for i in range(E)])
-        self.q = actor_q_function(cfg, self.envs.single_observation_space, self.envs.single_action_space,
-                                  self.seed, model_factory)
+        factory = model_factory or make_network_factory(cfg.network)
+        torch.manual_seed(self.seed)  # same seed, same initial network: runs are reproducible
+        self.net = factory(self.envs.single_observation_space, self.envs.single_action_space)
+        self.net.eval()
         self.num_actions = int(self.envs.single_action_space.n)  # type: ignore[attr-defined]
         self.epsilons = actor_epsilons(actor_index, num_actors, E, a.eps_base, a.eps_alpha, a.epsilon_per)
         self.rng = np.random.default_rng(self.seed)
@@ -101,14 +88,14 @@ class Actor:
         self._ep_length = np.zeros(E, dtype=np.int64)
         self._since_sync = 0
         self.weights_version = -1
-        self._q_now: np.ndarray | None = None
+        self._q_now: torch.Tensor | None = None
         self.env_steps = 0
         self.transitions_sent = 0
         self.nonfinite_priorities = 0
         self.episodes = 0
 
     def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
-        self.q.load(weights)
+        load_numpy_state_dict(self.net, weights)
         self.weights_version = version
         self._q_now = None  # act on the new weights (the ring entry is overwritten then)
 
@@ -139,6 +126,7 @@ class Actor:
         self._qring[serials % self._qring_size] = q
         self._qowner[serials % self._qring_size] = serials
 
+    @torch.no_grad()
     def _frame_tokens(self, next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                       done: np.ndarray, info: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """Advance the encoder; return (tokens of next_obs, tokens of the true successors)."""
@@ -151,7 +139,7 @@ class Actor:
             q = np.zeros((len(ended), self.num_actions), dtype=np.float32)
             boot = truncated[ended] & ~terminated[ended]  # only a truncated window bootstraps
             if boot.any():
-                q[boot] = self.q(stacks[boot])
+                q[boot] = self.net(torch.as_tensor(stacks[boot])).numpy()
             self._store_q(final_tokens[:, -1], q)
         ids = self.encoder.observe_step(next_obs, reset_mask=done)
         tokens = np.concatenate([ids, self._new_serials(len(ids))[:, None]], axis=1)
@@ -161,6 +149,7 @@ class Actor:
             true_next[ended] = final_tokens
         return tokens, true_next
 
+    @torch.no_grad()
     def _frame_payload(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """The FramePrioritizedReplay payload of a batch of token transitions, and its priorities."""
         K = self.cfg.env.frame_stack
@@ -168,8 +157,8 @@ class Actor:
         if (self._qowner[s1 % self._qring_size] != s1).any():
             # Successors not acted on yet: the current observations. Their Q-values are the ones the
             # next _act needs anyway, so compute them now and keep them for it.
-            self._q_now = self.q(self.obs)
-            self._store_q(self._tokens[:, K], self._q_now)
+            self._q_now = self.net(torch.as_tensor(self.obs))
+            self._store_q(self._tokens[:, K], self._q_now.numpy())
         if (self._qowner[s0 % self._qring_size] != s0).any() or (self._qowner[s1 % self._qring_size] != s1).any():
             raise RuntimeError("actor Q-value ring overwritten before send; this is a bug (ring too small)")
         q_sa = self._qring[s0 % self._qring_size, batch["action"]].astype(np.float64)
@@ -189,14 +178,15 @@ class Actor:
         if got is not None:
             self.set_weights(got[1], got[0])
 
+    @torch.no_grad()
     def _act(self) -> np.ndarray:
         if self._q_now is not None:  # computed by the last send (frame path)
             q, self._q_now = self._q_now, None
         else:
-            q = self.q(self.obs)
+            q = self.net(torch.as_tensor(self.obs))
             if self.frames:
-                self._store_q(self._tokens[:, -1], q)
-        greedy = q.argmax(axis=1)
+                self._store_q(self._tokens[:, -1], q.numpy())
+        greedy = q.argmax(dim=1).numpy()
         explore = self.rng.random(len(greedy)) < self.epsilons
         if explore.any():
             greedy = np.where(explore, self.rng.integers(self.num_actions, size=len(greedy)), greedy)
@@ -267,6 +257,7 @@ class Actor:
             prios = np.where(bad, 1.0, prios)
         return prios
 
+    @torch.no_grad()
     def _send(self) -> None:
         parts = self._pending
         batch = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -277,7 +268,7 @@ class Actor:
             self.sink.add(payload, self._finite(prios))
             self.transitions_sent += B
             return
-        q_all = self.q(np.concatenate([batch["obs"], batch["next_obs"]]))
+        q_all = self.net(torch.as_tensor(np.concatenate([batch["obs"], batch["next_obs"]])))
         prios = td_priorities(q_all[:B], q_all[B:], batch["action"], batch["reward"], batch["discount"],
                               self.cfg.replay.priority_eps)
         self.sink.add(batch, self._finite(prios))

@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from apexrl.config import NetworkConfig
-from apexrl.policy import is_image_space, resolved_kind  # noqa: F401 (is_image_space: re-exported)
 
 
 class ModelFactory(Protocol):
@@ -88,6 +87,10 @@ class QNetwork(nn.Module):
         return self.head(self.torso(x))
 
 
+def is_image_space(space: gym.Space) -> bool:
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+
+
 def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: NetworkConfig) -> nn.Module:
     if not isinstance(action_space, gym.spaces.Discrete):
         raise ValueError(f"DQN needs a discrete action space, got {action_space}")
@@ -95,7 +98,9 @@ def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: Ne
     shape = observation_space.shape
     if shape is None:
         raise ValueError(f"observation space {observation_space} has no shape; DQN needs array observations")
-    kind = resolved_kind(cfg, observation_space)
+    kind = cfg.kind
+    if kind == "auto":
+        kind = "nature_cnn" if is_image_space(observation_space) else "mlp"
     if kind == "nature_cnn":
         if len(shape) != 3:
             raise ValueError(f"network.kind=nature_cnn needs [C, H, W] observations, got shape {shape}")

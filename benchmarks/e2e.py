@@ -70,18 +70,26 @@ class _Clock:
         return time.perf_counter() - self.t0 - self.excluded
 
 
+class _QModule:
+    """Adapts ``fn(obs_tensor) -> q_values`` to the nn.Module-like object ``evaluate`` expects."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, obs: Any) -> Any:
+        return self.fn(obs)
+
+    def eval(self) -> _QModule:
+        return self
+
+
 def _greedy_eval(q_fn: Callable[[Any], Any], env_id: str, seed: int, round_: int) -> float:
     import numpy as np
-    import torch
 
     from apexrl.config import EnvConfig
     from apexrl.evaluation import evaluate
 
-    def q_numpy(obs: np.ndarray) -> np.ndarray:  # the peers' networks take and give torch tensors
-        with torch.no_grad():
-            return q_fn(torch.as_tensor(obs)).cpu().numpy()
-
-    returns = evaluate(q_numpy, EnvConfig(id=env_id), EVAL_EPISODES, seed=seed * 7 + 1_000_000 + round_)
+    returns = evaluate(_QModule(q_fn), EnvConfig(id=env_id), EVAL_EPISODES, seed=seed * 7 + 1_000_000 + round_)
     return float(np.mean(returns))
 
 

@@ -23,13 +23,11 @@ def test_short_in_process_run_of_all_roles():
 
 
 def test_cartpole_improves_within_a_fixed_number_of_env_steps():
-    """Bounded by env steps, not time: a random policy scores ~22; after 10k steps (~4.7k updates) the
-    greedy policy is several times better. Seeded, so the outcome is reproducible, but which seed does well
-    is luck (a different initial actor network moves seeds 0-5 between 106 and 500), so the bar is what
-    every one of 18 such runs cleared, not what this seed happened to score (106)."""
+    """Bounded by env steps, not time: a random policy scores ~20; after 10k steps (~4.7k updates) the
+    greedy policy is far better (seeded, so the outcome is reproducible; measured: 394)."""
     res = run_local(small(seed=1), env_steps=10_000, num_actors=1, updates_per_round=8,
                     steps_per_round=4, eval_episodes=5)
-    assert np.mean(res.eval_returns) > 80, res.eval_returns
+    assert np.mean(res.eval_returns) > 150, res.eval_returns
 
 
 @pytest.mark.slow

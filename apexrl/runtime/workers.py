@@ -15,8 +15,12 @@ import ray
 import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from apexrl.actor import Actor
 from apexrl.config import Config
+from apexrl.evaluation import evaluate
 from apexrl.learner import Learner
+from apexrl.networks import load_numpy_state_dict, make_network_factory
+from apexrl.runtime.transport import RayReplaySink, RayWeightSource
 
 log = logging.getLogger(__name__)
 __all__ = ["ActorWorker", "EvaluatorWorker", "LearnerWorker", "ReplayShardWorker", "default_batches_per_request"]  # noqa: F822 (lazy, see __getattr__)
@@ -24,22 +28,41 @@ ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
 
 
 def __getattr__(name: str) -> Any:
-    # Re-exported lazily: the shard's module pulls in numba, which actor and learner processes never need,
-    # and the acting roles' module must stay importable without torch.
+    # Re-exported lazily: the shard's module pulls in numba, which actor and learner processes never need.
     if name == "ReplayShardWorker":
         from apexrl.runtime.shard_worker import ReplayShardWorker
 
         return ReplayShardWorker
-    if name in ("ActorWorker", "EvaluatorWorker"):
-        from apexrl.runtime import acting
-
-        return getattr(acting, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _quiet_worker(threads: int = 1) -> None:
     torch.set_num_threads(threads)
     logging.basicConfig(level=os.environ.get("APEXRL_LOG_LEVEL", "WARNING"))
+
+
+@ray.remote
+class ActorWorker:
+    def __init__(self, cfg: Config, index: int, num_actors: int, shards: list[Any], ps: Any,
+                 model_factory: ModelFactory | None) -> None:
+        _quiet_worker()
+        self.sink = RayReplaySink(shards, cfg.actors.max_inflight_sends, start=index)
+        self.actor = Actor(cfg, index, num_actors, self.sink, RayWeightSource(ps), model_factory)
+
+    def run(self, num_steps: int) -> dict[str, Any]:
+        stats = self.actor.run(num_steps)
+        stats["dropped_sends"] = self.sink.dropped
+        stats["blocked_s"] = self.sink.blocked_s
+        return stats
+
+    def set_shards(self, shards: list[Any]) -> None:
+        self.sink.set_shards(shards)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def close(self) -> None:
+        self.actor.close()
 
 
 def default_batches_per_request(cfg: Config) -> int:
@@ -196,3 +219,27 @@ class LearnerWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+@ray.remote(num_cpus=0)
+class EvaluatorWorker:
+    def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space, ps: Any,
+                 model_factory: ModelFactory | None) -> None:
+        _quiet_worker()
+        self.cfg = cfg
+        self.ps = ps
+        self.net = (model_factory or make_network_factory(cfg.network))(observation_space, action_space)
+        self.round = 0
+
+    def evaluate(self) -> dict[str, Any]:
+        got = ray.get(self.ps.get.remote(-1))
+        if got is None:
+            return {"eval_returns": [], "weights_version": -1}
+        version, [ref] = got
+        load_numpy_state_dict(self.net, ray.get(ref))
+        ev = self.cfg.evaluation
+        self.round += 1
+        t0 = time.perf_counter()
+        returns = evaluate(self.net, self.cfg.env, ev.episodes, seed=self.cfg.seed * 7 + 1_000_000 + self.round,
+                           epsilon=ev.epsilon)
+        return {"eval_returns": returns, "weights_version": version, "eval_time_s": time.perf_counter() - t0}
