@@ -362,6 +362,7 @@ class _Loop:
         if resume_state is None:
             self.metrics.hparams(flatten(to_dict(cfg)))
         self.last_ckpt: Path | None = resume_path
+        self._ckpt_inflight: dict[str, Any] | None = None  # a periodic checkpoint's state requests
 
     # -- the loop -----------------------------------------------------------------------------------
     def run(self) -> TrainResult:
@@ -412,8 +413,8 @@ class _Loop:
                         if self.updates > 0:
                             topo.start_evaluator()  # not before: it would only slow the learner's start-up
                         window["updates"] += res["updates"]
-                        window["learn_time"] += res["time_s"]
-                        window["idle"] += res["idle_s"]
+                        window["learn_time"] += res["time_s"] + res.get("gap_s", 0.0)
+                        window["idle"] += res["idle_s"] + res.get("gap_s", 0.0)
                         if res["updates"]:
                             for k in ("loss", "q_mean", "td_abs_mean", "grad_norm", "is_weight_mean"):
                                 if k in res:
@@ -454,8 +455,16 @@ class _Loop:
                     if s.max_time_s is not None and now - t_start >= s.max_time_s:
                         stop_reason = f"reached {s.max_time_s:g} s"
                     if cfg.checkpoint.every_reports and self.reports % cfg.checkpoint.every_reports == 0 \
-                            and not stop_reason and self.updates > 0:
-                        self._checkpoint(now - t_start)
+                            and not stop_reason and self.updates > 0 and self._ckpt_inflight is None:
+                        self._ckpt_inflight = self._request_state()
+                if self._ckpt_inflight is not None and not stop_reason:
+                    refs = [self._ckpt_inflight["learner"], *self._ckpt_inflight.get("replay", [])]
+                    if len(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs):
+                        try:
+                            self._save_state(self._ckpt_inflight, time.monotonic() - t_start)
+                        except (RayActorError, RayTaskError) as e:  # a replaced shard: the next one will do
+                            log.warning("periodic checkpoint skipped: %s", _cause(e))
+                        self._ckpt_inflight = None
         except KeyboardInterrupt:
             stop_reason = "interrupted"
             self.console.message("interrupted: writing a final checkpoint (Ctrl-C again to stop at once)")
@@ -610,18 +619,33 @@ class _Loop:
         self.console.update({**rec, "eval_return_mean_last": self.last_eval})
         return rec
 
+    def _request_state(self) -> dict[str, Any]:
+        """Ask the learner and the shards for their state without waiting: the learner answers after its
+        current chunk (up to a second), and a driver blocked meanwhile would hand out no new actor chunks,
+        so the actors stop, the rate limiter stops the learner, and a checkpoint cost a window of idling."""
+        refs: dict[str, Any] = {"learner": self.topo.learner.state_dict.remote()}
+        if self.cfg.checkpoint.replay:
+            refs["replay"] = [s.state_dict.remote() for s in self.topo.shards]
+        return refs
+
     def _checkpoint(self, elapsed: float) -> Path:
+        return self._save_state(self._request_state(), elapsed)
+
+    def _save_state(self, refs: dict[str, Any], elapsed: float) -> Path:
+        learner = ray.get(refs["learner"])
         state: dict[str, Any] = {
-            "learner": ray.get(self.topo.learner.state_dict.remote()),
+            "learner": learner,
             "counters": {
-                "env_steps": self.env_steps, "episodes": self.episodes, "learner_updates": self.updates,
+                # the learner's state may be a chunk ahead of the driver's count
+                "env_steps": self.env_steps, "episodes": self.episodes,
+                "learner_updates": max(self.updates, int(learner.get("updates", 0))),
                 "time_s": self.time_offset + elapsed, "reports": self.reports, "best_eval": self.best_eval,
             },
             "config": to_dict(self.cfg),
             "num_actors": self.topo.num_actors,
         }
-        if self.cfg.checkpoint.replay:
-            state["replay"] = ray.get([s.state_dict.remote() for s in self.topo.shards])
+        if "replay" in refs:
+            state["replay"] = ray.get(refs["replay"])
             self.replay_snapshot = state["replay"]
         self.last_ckpt = ckpt.save(self.run_dir, state, step=self.env_steps, keep=self.cfg.checkpoint.keep)
         return self.last_ckpt

@@ -103,6 +103,7 @@ class LearnerWorker:
         self.version = 0
         self.batches_per_request = (max(1, batches_per_request) if batches_per_request
                                     else default_batches_per_request(cfg))
+        self._last_end: float | None = None
         self.publish()
 
     def publish(self) -> None:
@@ -139,6 +140,8 @@ class LearnerWorker:
         """Update for about ``duration_s`` seconds; return aggregated metrics for the driver's report."""
         lc = self.cfg.learner
         t0 = time.perf_counter()
+        # Time since the last chunk ended: the learner sat waiting for the driver's next call.
+        gap = 0.0 if self._last_end is None else t0 - self._last_end
         c0 = time.process_time()
         waited = 0.0
         sums: dict[str, float] = {}
@@ -192,11 +195,13 @@ class LearnerWorker:
             "consecutive_skips": self.learner.consecutive_skips,
             "time_s": elapsed,
             "idle_s": waited,
+            "gap_s": gap,
             "replay_size": int(self.sizes.sum()),
             "replay_inserted": int(self.inserted.sum()),
             "beta": self.learner.beta(),
             "weights_version": self.version,
         })
+        self._last_end = time.perf_counter()
         return out
 
     def state_dict(self) -> dict[str, Any]:
