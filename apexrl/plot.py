@@ -164,7 +164,8 @@ def plot_runs(runs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str
             x, mean, lo, hi = band(members, x_of)
             if not len(x):
                 continue
-            ax.plot(x, mean, color=color, label=label, lw=1.6)
+            # markers: a short run may have only one or two evaluations, which a bare line would not show
+            ax.plot(x, mean, color=color, label=label, lw=1.6, marker="o" if len(x) <= 40 else None, ms=3)
             if len(members) > 1:
                 ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
     axes[0].set_xlabel("env steps")
