@@ -38,6 +38,7 @@ def test_two_actors_train_checkpoint_and_resume(tmp_path):
 
     path, state = ckpt.load_latest(run)
     assert path == first.checkpoint
+    assert len(ckpt.list_checkpoints(run)) >= 2, "periodic checkpoints were written during the run, not only at its end"
     c = state["counters"]
     assert c["env_steps"] == first.env_steps and c["learner_updates"] == first.learner_updates
     shard = ReplayShard(5_000)
