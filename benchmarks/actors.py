@@ -7,8 +7,9 @@
    them; Atari sends de-duplicated frames) feed one ``ReplayShardWorker``. All counts share one Ray
    session and are measured in turns (1, 2, 1, 2, ...), the median turn reported, so that the ratio
    between counts does not depend on what else the machine did in a given minute. No learner runs, so
-   the actors get the CPUs; weights stay at their initial values (same compute). Reported: agent steps/s and emulator frames/s (x frame skip for Atari) per
-   actor and in total. The Ape-X paper reports ~139 frames/s per actor (50K/s over 360 actors).
+   the actors get the CPUs; weights stay at their initial values (same compute). Reported: agent
+   steps/s and emulator frames/s (x frame skip for Atari) per actor and in total. The Ape-X paper
+   reports ~139 frames/s per actor (50K/s over 360 actors).
 2. Learner: ``Learner.update`` on random uint8 batches, Nature CNN (dueling) on [4, 84, 84], batch 512,
    centered RMSProp, with 1 and with all torch threads (the paper: ~19 updates/s on a GPU).
 3. Replay memory: ``FramePrioritizedReplay`` filled to capacity with encoder payloads shaped like the
@@ -68,6 +69,7 @@ def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
                 for n in counts}
         ray.get([a.run.remote(first_actor_chunk(E)) for n in counts for a in sets[n]])  # envs, torch, sends
         chunk = {a: first_actor_chunk(E) for n in counts for a in sets[n]}
+        sent_so_far: dict[Any, tuple[int, int]] = {}  # actor -> its (frames, transitions) sent: running totals
         for _ in range(repeats):
             for n in counts:
                 actors = sets[n]
@@ -75,23 +77,19 @@ def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
                 t0 = time.perf_counter()
                 pending = {a.run.remote(chunk[a]): i for i, a in enumerate(actors)}
                 steps = np.zeros(n, dtype=np.int64)
-                frames_sent = np.zeros(n, dtype=np.int64)
-                sent = np.zeros(n, dtype=np.int64)
                 while pending:
                     ready, _ = ray.wait(list(pending), num_returns=1)
                     i = pending.pop(ready[0])
                     res = ray.get(ready[0])
                     steps[i] += res["env_steps"]
-                    frames_sent[i] += res["frames_sent"]
-                    sent[i] += res["transitions_sent"]
+                    sent_so_far[actors[i]] = (res["frames_sent"], res["transitions_sent"])
                     chunk[actors[i]] = next_actor_chunk(res, E)  # as the driver sizes a training run's chunks
                     if time.perf_counter() - t0 < seconds:
                         pending[actors[i].run.remote(chunk[actors[i]])] = i
                 dt = time.perf_counter() - t0
                 stats1 = ray.get(shard.stats.remote())
                 turns[n].append({"seconds": dt, "steps_per_s_per_actor": (steps / dt).tolist(),
-                                 "inserted_per_s": (stats1["inserted"] - stats0["inserted"]) / dt,
-                                 "frames_sent": int(frames_sent.sum()), "sent": int(sent.sum())})
+                                 "inserted_per_s": (stats1["inserted"] - stats0["inserted"]) / dt})
     finally:
         ray.shutdown()
     skip = cfg.env.frame_skip if is_atari(cfg.env) else 1
@@ -100,8 +98,8 @@ def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
         totals = [sum(t["steps_per_s_per_actor"]) for t in turns[n]]
         mid = turns[n][int(np.argsort(totals)[len(totals) // 2])]  # the median turn (upper median if even)
         per_actor = np.asarray(mid["steps_per_s_per_actor"])
-        fs = sum(t["frames_sent"] for t in turns[n])
-        sent_all = sum(t["sent"] for t in turns[n])
+        fs = sum(sent_so_far[a][0] for a in sets[n])
+        sent_all = sum(sent_so_far[a][1] for a in sets[n])
         out.append({
             "env": env_id, "actors": n, "envs_per_actor": E, "send_every": cfg.actors.send_every,
             "seconds": mid["seconds"], "repeats": repeats,
