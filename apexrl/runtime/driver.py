@@ -413,8 +413,8 @@ class _Loop:
                         if self.updates > 0:
                             topo.start_evaluator()  # not before: it would only slow the learner's start-up
                         window["updates"] += res["updates"]
-                        window["learn_time"] += res["time_s"] + res.get("gap_s", 0.0)
-                        window["idle"] += res["idle_s"] + res.get("gap_s", 0.0)
+                        window["learn_time"] += res["time_s"] + res["gap_s"]
+                        window["idle"] += res["idle_s"] + res["gap_s"]
                         if res["updates"]:
                             for k in ("loss", "q_mean", "td_abs_mean", "grad_norm", "is_weight_mean"):
                                 if k in res:
