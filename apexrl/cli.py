@@ -63,7 +63,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks: replay | actors | shards | scaling | e2e | sweep (see benchmarks/)")
+    p = sub.add_parser("bench", help="benchmarks: replay | actors | shards | scaling | e2e | sweep | update (see benchmarks/)")
     p.add_argument("which", help="benchmark name")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
 
