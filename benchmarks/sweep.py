@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks._results import ROOT, write_result
+from benchmarks._variants import add_variant_args, label, variant_list
 
 
 def run_variant(preset: str, overrides: list[str], seed: int, target: float, eval_every: int,
@@ -93,9 +94,7 @@ def _median_inf(xs: list[int | None]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="apexrl bench sweep", description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", default="cartpole")
-    p.add_argument("--variant", action="append", default=None, metavar="'KEY=VALUE KEY=VALUE'",
-                   help="space-separated overrides on the preset; repeat for more variants ('' = the preset)")
+    add_variant_args(p)
     p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
     p.add_argument("--seed-offset", type=int, default=0, help="first seed")
     p.add_argument("--target", type=float, default=475.0)
@@ -111,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         print("SWEEP_RESULT " + json.dumps(res), flush=True)
         return 0
 
-    variants = a.variant if a.variant is not None else [""]
+    variants = variant_list(a)
     seeds = range(a.seed_offset, a.seed_offset + a.seeds)
     jobs = [(v, s) for v in variants for s in seeds]
     print(f"{len(jobs)} runs ({len(variants)} variants x {a.seeds} seeds), {a.jobs} at a time...", flush=True)
@@ -124,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         ups = [r.get("updates_to_target") for r in rs]
         steps = [r.get("env_steps_to_target") for r in rs]
         mu, ms = _median_inf(ups), _median_inf(steps)
-        row = {"variant": v or "(preset)", "reached": sum(r["reached"] for r in rs), "runs": len(rs),
+        row = {"variant": label(v), "reached": sum(r["reached"] for r in rs), "runs": len(rs),
                "median_updates": None if mu == float("inf") else mu,
                "median_env_steps": None if ms == float("inf") else ms, "updates": ups}
         summary.append(row)

@@ -18,13 +18,12 @@ import time
 from typing import Any
 
 from benchmarks._results import write_result
+from benchmarks._variants import add_variant_args, label, variant_list
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="apexrl bench update", description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", default="cartpole")
-    p.add_argument("--variant", action="append", default=None, metavar="'KEY=VALUE KEY=VALUE'",
-                   help="space-separated overrides on the preset; repeat for more variants ('' = the preset)")
+    add_variant_args(p)
     p.add_argument("--updates", type=int, default=300, help="updates per timed block")
     p.add_argument("--repeats", type=int, default=7, help="interleaved rounds (median block reported)")
     p.add_argument("--out", default=None)
@@ -38,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     from apexrl.learner import Learner
 
     torch.set_num_threads(1)
-    variants = a.variant if a.variant is not None else [""]
+    variants = variant_list(a)
     learners: dict[str, Any] = {}
     batches: dict[str, tuple[dict[str, np.ndarray], np.ndarray]] = {}
     for v in variants:
@@ -68,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'variant':50} {'us/update':>10} {'ratio':>7}  blocks (us)")
     for v in variants:
         med = statistics.median(blocks[v])
-        rows.append({"variant": v or "(preset)", "us_per_update": round(med, 1), "ratio": round(med / base, 3),
+        rows.append({"variant": label(v), "us_per_update": round(med, 1), "ratio": round(med / base, 3),
                      "blocks_us": [round(x, 1) for x in blocks[v]]})
-        print(f"{(v or '(preset)')[:50]:50} {med:10.0f} {med / base:7.2f}  {' '.join(f'{x:.0f}' for x in blocks[v])}")
+        print(f"{label(v)[:50]:50} {med:10.0f} {med / base:7.2f}  {' '.join(f'{x:.0f}' for x in blocks[v])}")
     write_result("update", {"preset": a.preset, "updates_per_block": a.updates, "repeats": a.repeats,
                             "torch_threads": 1, "rows": rows}, a.out)
     return 0
