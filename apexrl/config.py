@@ -286,6 +286,9 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
             raise ConfigError(f"config key '{key}' = {value!r} must be a finite number")
         return float(value)
     if tp is str:
+        word = "on" if value is True else "off" if value is False else None
+        if word is not None and word in _CHOICES.get(key, ()):
+            return word  # YAML 1.1 reads a bare off/on/no/yes as a boolean
         if not isinstance(value, str):
             raise ConfigError(f"config key '{key}' = {value!r} must be a string")
         return value

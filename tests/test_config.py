@@ -36,6 +36,16 @@ def test_yaml_exponent_without_dot_is_a_number(tmp_path):
     assert C.load(p).learner.lr == pytest.approx(1e-4)
 
 
+def test_off_is_a_word_not_a_boolean_where_the_key_allows_it(tmp_path):
+    # YAML 1.1 reads a bare `off` as false: `--console off` and `console: off` must still mean "off".
+    assert C.load("cartpole", ["logging.console=off"]).logging.console == "off"
+    p = tmp_path / "c.yaml"
+    p.write_text("logging:\n  console: off\n")
+    assert C.load(p).logging.console == "off"
+    with pytest.raises(C.ConfigError, match="network.kind"):
+        C.load("cartpole", ["network.kind=off"])
+
+
 def test_seed_article_rllib_dict_is_accepted():
     article = {"env": "CartPole-v1", "num_workers": 8, "num_gpus": 1, "framework": "torch", "lr": 1e-4,
                "train_batch_size": 500, "rollout_fragment_length": 50}
