@@ -18,6 +18,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -35,6 +36,7 @@ from apexrl.envs import check_env, is_atari
 from apexrl.envs.scores import human_normalized_score
 from apexrl.metrics import Console, MetricsWriter
 from apexrl.replay.rate_limiter import default_error_buffer
+from apexrl.runtime.evaluator import DriverEvaluator
 
 log = logging.getLogger(__name__)
 ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
@@ -213,14 +215,8 @@ class _Topology:
             threads=max(1, int(cfg.learner.num_cpus)))
         self._actor_cls = ActorWorker
         self.actors = [self._make_actor(i) for i in range(num_actors)]
-        self.evaluator: Any = None  # started lazily (start_evaluator): one fewer process competing at start-up
-        self._spaces = (obs_space, act_space)
-
-    def start_evaluator(self) -> None:
-        from apexrl.runtime.workers import EvaluatorWorker
-
-        if self.evaluator is None and self.cfg.evaluation.interval_s > 0:
-            self.evaluator = EvaluatorWorker.remote(self.cfg, *self._spaces, self.ps, self.model_factory)
+        self.evaluator = (DriverEvaluator(cfg, obs_space, act_space, self.ps, model_factory)
+                          if cfg.evaluation.interval_s > 0 else None)
 
     def make_shard(self, i: int) -> Any:
         per_shard, alpha, frames, spi, buffer = self._shard_args
@@ -234,7 +230,7 @@ class _Topology:
             self.cfg, i, self.num_actors, self.shards, self.ps, self.model_factory)
 
     def kill(self) -> None:
-        for a in [*self.actors, self.learner, *self.shards, self.evaluator, self.ps]:
+        for a in [*self.actors, self.learner, *self.shards, self.ps]:
             if a is not None:
                 try:
                     ray.kill(a)
@@ -374,7 +370,7 @@ class _Loop:
             pending[a.run.remote(steps_per_call[i])] = ("actor", i)
         learner_chunk = min(1.0, cfg.logging.report_interval_s / 2)
         pending[topo.learner.train.remote(learner_chunk)] = ("learner", 0)
-        eval_inflight = False
+        eval_future: Future[dict[str, Any]] | None = None  # an evaluation running on the driver's thread
         next_eval = t_start + cfg.evaluation.interval_s
         next_report = t_start + cfg.logging.report_interval_s
         window = {"steps": 0, "updates": 0, "learn_time": 0.0, "idle": 0.0, "sums": {}, "n": 0, "t": t_start}
@@ -385,6 +381,8 @@ class _Loop:
         try:
             while not stop_reason:
                 timeout = max(0.0, next_report - time.monotonic())
+                if eval_future is not None:
+                    timeout = min(timeout, 0.02)  # look at the evaluation thread often
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=timeout)
                 for ref in ready:
                     kind, i = pending.pop(ref)
@@ -396,10 +394,6 @@ class _Loop:
                             steps_per_call[i] = first_actor_chunk(cfg.actors.envs_per_actor)
                             pending[topo.actors[i].run.remote(steps_per_call[i])] = ("actor", i)
                             continue
-                        if kind == "eval":
-                            log.warning("evaluation failed: %s", e)
-                            eval_inflight = False
-                            continue
                         raise
                     if kind == "actor":
                         self._on_actor(i, res)
@@ -410,8 +404,6 @@ class _Loop:
                     elif kind == "learner":
                         last_learner = res
                         self.updates = res["total_updates"]
-                        if self.updates > 0:
-                            topo.start_evaluator()  # not before: it would only slow the learner's start-up
                         window["updates"] += res["updates"]
                         window["learn_time"] += res["time_s"] + res["gap_s"]
                         window["idle"] += res["idle_s"] + res["gap_s"]
@@ -424,19 +416,23 @@ class _Loop:
                             raise TrainingError(f"{res['consecutive_skips']} learner updates in a row had a "
                                                 "non-finite loss or gradient; lower learner.lr or check rewards")
                         pending[topo.learner.train.remote(learner_chunk)] = ("learner", 0)
-                    elif kind == "eval":
-                        eval_inflight = False
-                        if res["eval_returns"]:
-                            eval_returns = res["eval_returns"]
-                            self.last_eval = float(np.mean(eval_returns))
-                            self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval,
-                                                                                               self.last_eval)
-                            if s.target_return is not None and self.last_eval >= s.target_return:
-                                next_report = time.monotonic()  # report and stop now, not at the next tick
+                if eval_future is not None and eval_future.done():
+                    try:
+                        res = eval_future.result()
+                    except Exception as e:  # noqa: BLE001 - a failed evaluation is logged, training goes on
+                        log.warning("evaluation failed: %s", _cause(e))
+                        res = {"eval_returns": []}
+                    eval_future = None
+                    if res["eval_returns"]:
+                        eval_returns = res["eval_returns"]
+                        self.last_eval = float(np.mean(eval_returns))
+                        self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval,
+                                                                                           self.last_eval)
+                        if s.target_return is not None and self.last_eval >= s.target_return:
+                            next_report = time.monotonic()  # report and stop now, not at the next tick
                 now = time.monotonic()
-                if (topo.evaluator is not None and not eval_inflight and now >= next_eval and self.updates > 0):
-                    pending[topo.evaluator.evaluate.remote()] = ("eval", 0)
-                    eval_inflight = True
+                if topo.evaluator is not None and eval_future is None and now >= next_eval and self.updates > 0:
+                    eval_future = topo.evaluator.submit()
                     next_eval = now + cfg.evaluation.interval_s
                 if now >= next_report:
                     next_report = now + cfg.logging.report_interval_s
@@ -489,9 +485,8 @@ class _Loop:
         """A run that ended before its first periodic evaluation still reports how its policy plays."""
         if self.cfg.evaluation.interval_s <= 0 or self.updates == 0:
             return None
-        self.topo.start_evaluator()
         try:
-            res = ray.get(self.topo.evaluator.evaluate.remote(), timeout=300)
+            res = self.topo.evaluator.evaluate()
         except (RayActorError, RayTaskError, GetTimeoutError) as e:
             log.warning("final evaluation failed: %s", _cause(e))
             return None

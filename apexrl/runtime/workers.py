@@ -17,13 +17,11 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from apexrl.actor import Actor
 from apexrl.config import Config
-from apexrl.evaluation import evaluate
 from apexrl.learner import Learner
-from apexrl.networks import load_numpy_state_dict, make_network_factory
 from apexrl.runtime.transport import RayReplaySink, RayWeightSource
 
 log = logging.getLogger(__name__)
-__all__ = ["ActorWorker", "EvaluatorWorker", "LearnerWorker", "ReplayShardWorker", "default_batches_per_request"]  # noqa: F822 (lazy, see __getattr__)
+__all__ = ["ActorWorker", "LearnerWorker", "ReplayShardWorker", "default_batches_per_request"]  # noqa: F822 (lazy, see __getattr__)
 ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
 
 
@@ -224,27 +222,3 @@ class LearnerWorker:
 
     def pid(self) -> int:
         return os.getpid()
-
-
-@ray.remote(num_cpus=0)
-class EvaluatorWorker:
-    def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space, ps: Any,
-                 model_factory: ModelFactory | None) -> None:
-        _quiet_worker()
-        self.cfg = cfg
-        self.ps = ps
-        self.net = (model_factory or make_network_factory(cfg.network))(observation_space, action_space)
-        self.round = 0
-
-    def evaluate(self) -> dict[str, Any]:
-        got = ray.get(self.ps.get.remote(-1))
-        if got is None:
-            return {"eval_returns": [], "weights_version": -1}
-        version, [ref] = got
-        load_numpy_state_dict(self.net, ray.get(ref))
-        ev = self.cfg.evaluation
-        self.round += 1
-        t0 = time.perf_counter()
-        returns = evaluate(self.net, self.cfg.env, ev.episodes, seed=self.cfg.seed * 7 + 1_000_000 + self.round,
-                           epsilon=ev.epsilon)
-        return {"eval_returns": returns, "weights_version": version, "eval_time_s": time.perf_counter() - t0}
