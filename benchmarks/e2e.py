@@ -2,11 +2,12 @@
 
     apexrl bench e2e --env CartPole-v1 --seeds 3 --budget-s 600 --peers apexrl,sb3,rllib
 
-Each (peer, seed) runs alone, one after another, in a child process (``--_child``) so that peak RSS is the
+Each (peer, seed) runs alone, one after another (seed by seed: every peer runs seed k before any runs
+seed k+1), in a child process (``--_child``) so that peak RSS is the
 child's process tree (psutil, sampled every 0.2 s by the parent) and nothing leaks between runs. Every peer is
 judged by the same evaluation: :func:`apexrl.evaluation.evaluate`, the mean of 10 greedy episodes with the
-peer's current Q-network, every ``--eval-interval-s`` wall seconds (default 1). apexrl evaluates in its own process while
-training goes on; the in-loop peers (SB3, RLlib) pause training to evaluate, and that evaluation time is
+peer's current Q-network, every ``--eval-interval-s`` wall seconds (default 1). apexrl evaluates on a thread of its driver
+while training goes on; the in-loop peers (SB3, RLlib) pause training to evaluate, and that evaluation time is
 subtracted from their clock so no peer pays for the benchmark's measurement. "not reached" is a result.
 
 Peers (``pip install -e .[bench]``; a peer that does not import is skipped with the reason):
@@ -492,10 +493,12 @@ def main(argv: list[str] | None = None) -> int:
     for peer, why in skipped.items():
         print(f"skipping {peer}: {why}", flush=True)
     results: list[dict[str, Any]] = []
-    for peer in peers:
-        if peer in skipped:
-            continue
-        for seed in range(a.first_seed, a.first_seed + a.seeds):
+    # Seed-major: every peer runs seed k before any runs seed k+1, so a shared host's slow spell falls on
+    # all peers alike instead of on whichever ran then.
+    for seed in range(a.first_seed, a.first_seed + a.seeds):
+        for peer in peers:
+            if peer in skipped:
+                continue
             print(f"running {peer} seed {seed} (budget {a.budget_s:g} s)...", flush=True)
             r = run_one(peer, a.env, seed, a.budget_s, a.eval_interval_s, a.set, pythons[peer])
             print(f"  -> reached={r.get('reached')} time={r.get('time_to_target_s')} "
