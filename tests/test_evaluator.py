@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import gymnasium as gym
 import pytest
 import torch
@@ -54,3 +56,31 @@ def test_a_failing_evaluation_reaches_the_driver_through_the_future(ray_local):
     fut = DriverEvaluator(_cfg(), OBS, ACT, ps, lambda o, a: Broken()).submit()
     with pytest.raises(RuntimeError, match="broken network"):
         fut.result(timeout=60)
+
+
+def test_evaluation_uses_one_torch_thread_without_changing_the_callers(ray_local):
+    ray = ray_local
+    from apexrl.runtime.evaluator import DriverEvaluator
+    from apexrl.runtime.transport import ParameterServer
+
+    seen: list[int] = []
+
+    class Probe(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(torch.get_num_threads())
+            return torch.zeros(len(x), 2)
+
+    torch.set_num_threads(2)
+    ps = ParameterServer.remote()
+    ray.get(ps.set.remote(0, [ray.put({"w": torch.zeros(1).numpy()})]))
+    ev = DriverEvaluator(_cfg(), OBS, ACT, ps, lambda o, a: Probe())
+    ev.submit().result(timeout=60)
+    assert seen and set(seen) == {1}
+    deadline = time.monotonic() + 10  # the thread restores the setting right after handing over the result
+    while torch.get_num_threads() != 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert torch.get_num_threads() == 2
