@@ -128,3 +128,26 @@ def test_repeated_non_finite_updates_stop_the_run_and_keep_the_last_good_checkpo
               model_factory=_NaNNet)
     assert not ray.is_initialized()
     assert not list((run / "checkpoints").glob("*.pt")) if (run / "checkpoints").exists() else True
+
+
+class _EvalBreaksNet(torch.nn.Module):
+    """Works for actors (batches of 4) and the learner (32); raises on the evaluation's batches (<= 3)."""
+
+    def __init__(self, obs_space, act_space):
+        super().__init__()
+        self.lin = torch.nn.Linear(obs_space.shape[0], act_space.n)
+
+    def forward(self, x):
+        if x.shape[0] <= 3:
+            raise RuntimeError("this network cannot be evaluated")
+        return self.lin(x.float())
+
+
+def test_an_evaluation_that_raises_is_logged_and_the_run_keeps_training_and_checkpoints(tmp_path, caplog):
+    run = tmp_path / "r"
+    res = train(tiny(**{"actors.envs_per_actor": 4, "evaluation.interval_s": 0.5, "evaluation.episodes": 3,
+                        "stop.max_env_steps": 4_000}), run_dir=run, model_factory=_EvalBreaksNet)
+    assert not ray.is_initialized()
+    assert res.env_steps >= 4_000 and res.learner_updates > 0
+    assert res.eval_return_mean is None and res.checkpoint is not None and res.checkpoint.exists()
+    assert "evaluation failed" in caplog.text and "this network cannot be evaluated" in caplog.text

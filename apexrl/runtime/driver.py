@@ -417,18 +417,11 @@ class _Loop:
                                                 "non-finite loss or gradient; lower learner.lr or check rewards")
                         pending[topo.learner.train.remote(learner_chunk)] = ("learner", 0)
                 if eval_future is not None and eval_future.done():
-                    try:
-                        res = eval_future.result()
-                    except Exception as e:  # noqa: BLE001 - a failed evaluation is logged, training goes on
-                        log.warning("evaluation failed: %s", _cause(e))
-                        res = {"eval_returns": []}
+                    returns = self._on_evaluation(eval_future)
                     eval_future = None
-                    if res["eval_returns"]:
-                        eval_returns = res["eval_returns"]
-                        self.last_eval = float(np.mean(eval_returns))
-                        self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval,
-                                                                                           self.last_eval)
-                        if s.target_return is not None and self.last_eval >= s.target_return:
+                    if returns:
+                        eval_returns = returns
+                        if s.target_return is not None and float(np.mean(returns)) >= s.target_return:
                             next_report = time.monotonic()  # report and stop now, not at the next tick
                 now = time.monotonic()
                 if topo.evaluator is not None and eval_future is None and now >= next_eval and self.updates > 0:
@@ -467,6 +460,8 @@ class _Loop:
         self.console.message(f"stopping: {stop_reason}")
         last_learner = self._drain(pending, window) or last_learner
         final_eval = None
+        if eval_future is not None and stop_reason != "interrupted":  # let it finish (it owns the network)
+            final_eval = self._on_evaluation(eval_future, timeout=300) or None
         if self.last_eval is None and stop_reason != "interrupted":
             final_eval = self._final_evaluation()
         elapsed = time.monotonic() - t_start
@@ -481,20 +476,29 @@ class _Loop:
             time_to_target_s=self.time_to_target, env_steps_to_target=self.steps_to_target,
         )
 
+    def _on_evaluation(self, fut: Future[dict[str, Any]], timeout: float | None = None) -> list[float]:
+        """The returns of a finished evaluation (empty if it failed: logged, training goes on)."""
+        try:
+            res = fut.result(timeout=timeout)
+        except Exception as e:  # noqa: BLE001 - an evaluation error must not cost the run or its checkpoint
+            log.warning("evaluation failed: %s", _cause(e))
+            return []
+        returns: list[float] = res["eval_returns"]
+        if returns:
+            self.last_eval = float(np.mean(returns))
+            self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval, self.last_eval)
+        return returns
+
     def _final_evaluation(self) -> list[float] | None:
         """A run that ended before its first periodic evaluation still reports how its policy plays."""
-        if self.cfg.evaluation.interval_s <= 0 or self.updates == 0:
+        if self.topo.evaluator is None or self.updates == 0:
             return None
+        fut: Future[dict[str, Any]] = Future()
         try:
-            res = self.topo.evaluator.evaluate()
-        except (RayActorError, RayTaskError, GetTimeoutError) as e:
-            log.warning("final evaluation failed: %s", _cause(e))
-            return None
-        if not res["eval_returns"]:
-            return None
-        self.last_eval = float(np.mean(res["eval_returns"]))
-        self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval, self.last_eval)
-        return res["eval_returns"]
+            fut.set_result(self.topo.evaluator.evaluate())
+        except Exception as e:  # noqa: BLE001 - reported by _on_evaluation
+            fut.set_exception(e)
+        return self._on_evaluation(fut) or None
 
     def _drain(self, pending: dict[Any, tuple[str, int]], window: dict[str, Any]) -> dict[str, Any] | None:
         """Let in-flight chunks finish (bounded) so their counters land in the final report and checkpoint;
