@@ -151,3 +151,37 @@ def test_an_evaluation_that_raises_is_logged_and_the_run_keeps_training_and_chec
     assert res.env_steps >= 4_000 and res.learner_updates > 0
     assert res.eval_return_mean is None and res.checkpoint is not None and res.checkpoint.exists()
     assert "evaluation failed" in caplog.text and "this network cannot be evaluated" in caplog.text
+
+
+def test_a_shard_dying_just_before_the_final_checkpoint_does_not_cost_the_checkpoint(tmp_path, monkeypatch, caplog):
+    from apexrl import checkpoint as ckpt
+    from apexrl.metrics import Console
+    from apexrl.runtime import driver
+
+    made: list = []
+    orig = driver._Topology.__init__
+
+    def init(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(driver._Topology, "__init__", init)
+
+    class KillShardThenCtrlC(Console):
+        def __init__(self):
+            super().__init__("off")
+            self.fired = False
+
+        def update(self, record):
+            if not self.fired and record["learner_updates"] > 0:
+                self.fired = True
+                ray.kill(made[0].shards[0], no_restart=True)
+                raise KeyboardInterrupt
+
+    run = tmp_path / "r"
+    res = train(tiny(**{"checkpoint.replay": True, "stop.max_time_s": 300}), run_dir=run,
+                console=KillShardThenCtrlC())
+    assert res.stop_reason == "interrupted" and res.checkpoint is not None and res.checkpoint.exists()
+    _, state = ckpt.load_latest(run)
+    assert state["counters"]["env_steps"] > 0 and state["learner"]["updates"] > 0
+    assert "a replay shard did not answer" in caplog.text

@@ -646,8 +646,17 @@ class _Loop:
             "num_actors": self.topo.num_actors,
         }
         if "replay" in refs:
-            state["replay"] = ray.get(refs["replay"])
-            self.replay_snapshot = state["replay"]
+            try:
+                state["replay"] = ray.get(refs["replay"], timeout=300)
+                self.replay_snapshot = state["replay"]
+            except (RayActorError, RayTaskError, GetTimeoutError) as e:
+                # A shard died (or went unreachable) as it was asked: keep the learner's state, and the last
+                # complete replay snapshot if there is one, rather than lose the checkpoint.
+                if self.replay_snapshot is not None and len(self.replay_snapshot) == len(refs["replay"]):
+                    state["replay"] = self.replay_snapshot
+                log.warning("checkpoint at %d env steps: a replay shard did not answer (%s); saved %s",
+                            self.env_steps, _cause(e),
+                            "the previous replay snapshot" if "replay" in state else "without replay contents")
         self.last_ckpt = ckpt.save(self.run_dir, state, step=self.env_steps, keep=self.cfg.checkpoint.keep)
         return self.last_ckpt
 
