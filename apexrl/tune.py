@@ -9,8 +9,8 @@ starts nor shuts one down) and creates its own learner, shards and actors there.
 Resources. Tune reserves a placement group per trial and, by default, captures the trial's child
 actors into it. The driver asks for the learner (and the parameter server) with no scheduling
 strategy, so they land in the group: one bundle ``{CPU: 1}`` for the trial's driver loop (which also
-runs the periodic evaluation, on a thread) and one for the learner (``learner.num_cpus``, ``learner.num_gpus``). Actors and replay shards are created
-with an explicit strategy (``DEFAULT``/``SPREAD``, from ``actors.placement``) and so are scheduled
+runs the periodic evaluation, on a thread) and one for the learner (``learner.num_cpus``,
+``learner.num_gpus``). Actors and replay shards are created with an explicit strategy (``DEFAULT``/``SPREAD``, from ``actors.placement``) and so are scheduled
 outside the group, on free CPUs; hence ``max_concurrent_trials`` is set so that every running trial's
 actors fit too: ``floor(cluster CPUs / (1 + learner CPUs + actors x actor CPUs))``.
 

@@ -3,11 +3,11 @@
     apexrl bench e2e --env CartPole-v1 --seeds 3 --budget-s 600 --peers apexrl,sb3,rllib
 
 Each (peer, seed) runs alone, one after another (seed by seed: every peer runs seed k before any runs
-seed k+1), in a child process (``--_child``) so that peak RSS is the
-child's process tree (psutil, sampled every 0.2 s by the parent) and nothing leaks between runs. Every peer is
-judged by the same evaluation: :func:`apexrl.evaluation.evaluate`, the mean of 10 greedy episodes with the
-peer's current Q-network, every ``--eval-interval-s`` wall seconds (default 1). apexrl evaluates on a thread of its driver
-while training goes on; the in-loop peers (SB3, RLlib) pause training to evaluate, and that evaluation time is
+seed k+1), in a child process (``--_child``) so that peak RSS is the child's process tree (psutil, sampled
+every 0.2 s by the parent) and nothing leaks between runs. Every peer is judged by the same evaluation:
+:func:`apexrl.evaluation.evaluate`, the mean of 10 greedy episodes with the peer's current Q-network, every
+``--eval-interval-s`` wall seconds (default 1). apexrl evaluates on a thread of its driver while training
+goes on; the in-loop peers (SB3, RLlib) pause training to evaluate, and that evaluation time is
 subtracted from their clock so no peer pays for the benchmark's measurement. "not reached" is a result.
 
 Peers (``pip install -e .[bench]``; a peer that does not import is skipped with the reason):

@@ -9,6 +9,7 @@ collects their statistics, and writes one report every ``logging.report_interval
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -419,7 +420,7 @@ class _Loop:
                                                 "non-finite loss or gradient; lower learner.lr or check rewards")
                         pending[topo.learner.train.remote(learner_chunk)] = ("learner", 0)
                 if eval_future is not None and eval_future.done():
-                    returns = self._on_evaluation(eval_future)
+                    returns = self._take_evaluation(eval_future.result)
                     eval_future = None
                     if returns:
                         eval_returns = returns
@@ -463,7 +464,7 @@ class _Loop:
         last_learner = self._drain(pending, window) or last_learner
         final_eval = None
         if eval_future is not None and stop_reason != "interrupted":  # let it finish (it owns the network)
-            final_eval = self._on_evaluation(eval_future, timeout=300) or None
+            final_eval = self._take_evaluation(functools.partial(eval_future.result, timeout=300)) or None
         if self.last_eval is None and stop_reason != "interrupted":
             final_eval = self._final_evaluation()
         elapsed = time.monotonic() - t_start
@@ -478,10 +479,11 @@ class _Loop:
             time_to_target_s=self.time_to_target, env_steps_to_target=self.steps_to_target,
         )
 
-    def _on_evaluation(self, fut: Future[dict[str, Any]], timeout: float | None = None) -> list[float]:
-        """The returns of a finished evaluation (empty if it failed: logged, training goes on)."""
+    def _take_evaluation(self, result: Callable[[], dict[str, Any]]) -> list[float]:
+        """The returns of an evaluation, recorded as the last and best (empty if it failed: logged,
+        training goes on)."""
         try:
-            res = fut.result(timeout=timeout)
+            res = result()
         except Exception as e:  # noqa: BLE001 - an evaluation error must not cost the run or its checkpoint
             log.warning("evaluation failed: %s", _cause(e))
             return []
@@ -495,12 +497,7 @@ class _Loop:
         """A run that ended before its first periodic evaluation still reports how its policy plays."""
         if self.topo.evaluator is None or self.updates == 0:
             return None
-        fut: Future[dict[str, Any]] = Future()
-        try:
-            fut.set_result(self.topo.evaluator.evaluate())
-        except Exception as e:  # noqa: BLE001 - reported by _on_evaluation
-            fut.set_exception(e)
-        return self._on_evaluation(fut) or None
+        return self._take_evaluation(self.topo.evaluator.evaluate) or None
 
     def _drain(self, pending: dict[Any, tuple[str, int]], window: dict[str, Any]) -> dict[str, Any] | None:
         """Let in-flight chunks finish (bounded) so their counters land in the final report and checkpoint;

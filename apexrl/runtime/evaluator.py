@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
@@ -21,10 +22,22 @@ import torch
 
 from apexrl.config import Config
 from apexrl.evaluation import evaluate
-from apexrl.networks import load_numpy_state_dict, make_network_factory
+from apexrl.networks import ModelFactory, load_numpy_state_dict, make_network_factory
 
 log = logging.getLogger(__name__)
-ModelFactory = Callable[[gym.Space, gym.Space], torch.nn.Module]
+
+
+@contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """One intra-op thread while evaluating: with torch's default of one per core, OpenMP workers spun
+    after every small forward pass and took ~10 % of the learner's core on 2 cores (learner CPU share
+    0.87 -> 0.96). Restored after, as the setting can be process-wide."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class DriverEvaluator:
@@ -42,19 +55,13 @@ class DriverEvaluator:
         fut: Future[dict[str, Any]] = Future()
 
         def run() -> None:
-            # One intra-op thread while evaluating: with torch's default of one per core, OpenMP workers spun
-            # after every small forward pass and took ~10 % of the learner's core on 2 cores (learner CPU
-            # share 0.87 -> 0.96). Restored after, as the setting can be process-wide.
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)
             try:
-                if fut.set_running_or_notify_cancel():
-                    try:
-                        fut.set_result(self.evaluate())
-                    except BaseException as e:  # noqa: BLE001 - handed to the driver through the future
-                        fut.set_exception(e)
-            finally:
-                torch.set_num_threads(threads)
+                with _one_torch_thread():
+                    res = self.evaluate()
+            except BaseException as e:  # noqa: BLE001 - handed to the driver through the future
+                fut.set_exception(e)
+            else:
+                fut.set_result(res)
 
         threading.Thread(target=run, name="apexrl-eval", daemon=True).start()
         return fut
