@@ -74,7 +74,8 @@ class ReplayConfig:
     learning_starts: int = 2_000  # transitions in replay before the learner starts
     priority_eps: float = 1e-6  # added to |TD error|
     samples_per_insert: float | None = None  # learner samples per inserted transition; None = unlimited
-    spi_error_buffer: float | None = None  # samples of slack around that ratio; None = auto
+    spi_error_buffer: float | None = None  # samples the learner may fall behind that ratio; None = auto
+    spi_max_lead: float | None = None  # samples it may run ahead; None = one request (batch x batches_per_request)
 
 
 @dataclass(frozen=True)
@@ -373,6 +374,13 @@ def validate(cfg: Config) -> Config:
            r.samples_per_insert, "a number > 0 or null")
     _check(r.spi_error_buffer is None or r.spi_error_buffer >= 0, "replay.spi_error_buffer",
            r.spi_error_buffer, "a number of samples >= 0 or null")
+    _check(r.spi_max_lead is None or r.spi_max_lead >= 0, "replay.spi_max_lead", r.spi_max_lead,
+           "a number of samples >= 0 or null")
+    if r.spi_error_buffer is not None and r.spi_max_lead is not None:
+        _check((r.spi_error_buffer + r.spi_max_lead) / r.num_shards >= le.batch_size, "replay.spi_max_lead",
+               r.spi_max_lead, f"with replay.spi_error_buffer={r.spi_error_buffer}, a lead that makes their sum "
+               f"per shard at least learner.batch_size ({le.batch_size}), or the learner and the actors "
+               "can wait for each other forever")
     _check(le.lr > 0, "learner.lr", le.lr, "a number > 0, e.g. 1e-3")
     _check(le.batch_size >= 1, "learner.batch_size", le.batch_size, "an integer >= 1")
     _check(r.capacity >= le.batch_size, "replay.capacity", r.capacity,

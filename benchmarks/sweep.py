@@ -8,6 +8,12 @@ env steps the learner owes ``env_steps * samples_per_insert / batch_size`` updat
 updates the current network plays 10 greedy episodes (``apexrl.evaluation.evaluate``, the code every run and
 ``bench e2e`` use); the run stops at the first mean >= ``--target`` or after ``--max-updates``.
 
+``--pipelined`` draws batches in the Ray learner's order instead (``batches_per_request`` at a time,
+``prefetch`` requests ahead, priorities written back with the next request); ``--lead N`` lets the learner
+start N updates ahead of the ratio the moment replay is warm, as a rate limiter whose band lets it run that
+far ahead does. Both showed why Ray runs needed more updates than this benchmark's (results/lead-20261203):
+the pipeline's stale priorities did not hurt, a 256-update lead did.
+
 Counting updates instead of seconds makes the result independent of the host's load, so variants can run
 side by side (``--jobs``). Seconds are what users feel: ``bench e2e`` measures those; this benchmark is how
 the CartPole preset's network width, learning rate and envs per actor were chosen (docs in the preset).
@@ -33,7 +39,7 @@ from benchmarks._variants import add_variant_args, label, variant_list
 
 
 def run_variant(preset: str, overrides: list[str], seed: int, target: float, eval_every: int,
-                max_updates: int) -> dict[str, Any]:
+                max_updates: int, pipelined: bool = False, lead: int = 0) -> dict[str, Any]:
     import numpy as np
     import torch
 
@@ -48,6 +54,7 @@ def run_variant(preset: str, overrides: list[str], seed: int, target: float, eva
         raise SystemExit("bench sweep needs replay.samples_per_insert (it fixes the updates per env step)")
     topo = build_local(cfg, cfg.actors.num_actors or 1)
     learner, batch_size = topo.learner, cfg.learner.batch_size
+    pipe = _Pipeline(topo, cfg)
     t0 = time.perf_counter()
     env_steps, owed = 0, 0.0
     evals: list[tuple[int, int, float]] = []
@@ -58,11 +65,14 @@ def run_variant(preset: str, overrides: list[str], seed: int, target: float, eva
             env_steps += n
             owed += n * spi / batch_size
         if any(len(s.buffer) < s.min_size for s in topo.shards):
-            owed = 0.0
+            owed = float(lead)
             continue
         while owed >= 1 and reached is None:
             owed -= 1
-            if topo.learn_once(topo.shards[learner.updates % len(topo.shards)]) is None:
+            if pipelined:
+                if not pipe.step():
+                    break
+            elif topo.learn_once(topo.shards[learner.updates % len(topo.shards)]) is None:
                 break
             if learner.updates % eval_every == 0:
                 mean = float(np.mean(evaluate(learner.net, cfg.env, 10, seed=seed * 7 + 1_000_000 + learner.updates)))
@@ -76,9 +86,60 @@ def run_variant(preset: str, overrides: list[str], seed: int, target: float, eva
             "cpu_wall_s": round(time.perf_counter() - t0, 2), "evals": evals}
 
 
+class _Pipeline:
+    """The Ray learner's sampling order, in process (``runtime.workers.LearnerWorker``): each request
+    draws ``batches_per_request`` batches at once, ``prefetch`` requests are drawn ahead of the update
+    that uses them, and new priorities reach the shard with the next request, so an update sees
+    priorities up to ``prefetch * batches_per_request`` updates old. Only one shard."""
+
+    def __init__(self, topo: Any, cfg: Any) -> None:
+        from apexrl.runtime.workers import default_batches_per_request
+
+        self.topo, self.cfg = topo, cfg
+        self.k = default_batches_per_request(cfg)
+        self.inflight: list[dict[str, Any]] = []
+        self.pending: list[tuple[Any, Any]] = []
+        self.ready: list[tuple[dict[str, Any], Any, Any]] = []
+
+    def _request(self) -> None:
+        import numpy as np
+
+        shard = self.topo.shards[0]
+        if self.pending:
+            shard.update_priorities(np.concatenate([p[0] for p in self.pending]),
+                                    np.concatenate([p[1] for p in self.pending]))
+            self.pending = []
+        self.inflight.append(shard.sample(self.cfg.learner.batch_size, self.topo.learner.beta(), self.k))
+
+    def step(self) -> bool:
+        """One update in the pipeline's order; False when the shard refused to sample."""
+        if not self.ready:
+            while len(self.inflight) < self.cfg.learner.prefetch:
+                self._request()
+            res = self.inflight.pop(0)
+            if "batch" not in res:
+                return False
+            B = self.cfg.learner.batch_size
+            for j in range(int(res["num_batches"])):
+                rows = slice(j * B, (j + 1) * B)
+                self.ready.append(({k: v[rows] for k, v in res["batch"].items()}, res["weights"][rows],
+                                   res["indices"][rows]))
+        batch, weights, indices = self.ready.pop(0)
+        learner = self.topo.learner
+        prios, _ = learner.update(batch, weights)
+        if prios is not None:
+            self.pending.append((indices, prios))
+        if learner.updates % self.cfg.learner.publish_period == 0:
+            self.topo.hub.publish(learner.updates, learner.weights())
+        return True
+
+
 def _child(preset: str, variant: str, seed: int, a: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.sweep", "--_child", variant, "--preset", preset, "--seed", str(seed),
            "--target", str(a.target), "--eval-every", str(a.eval_every), "--max-updates", str(a.max_updates)]
+    if a.pipelined:
+        cmd.append("--pipelined")
+    cmd += ["--lead", str(a.lead)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     line = next((ln for ln in reversed(r.stdout.splitlines()) if ln.startswith("SWEEP_RESULT ")), None)
@@ -101,12 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=250, help="updates between greedy evaluations")
     p.add_argument("--max-updates", type=int, default=6000)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs side by side")
+    p.add_argument("--pipelined", action="store_true",
+                   help="sample as the Ray learner does (batches per request, prefetch, delayed priorities)")
+    p.add_argument("--lead", type=int, default=0, help="updates the learner may run ahead of the ratio")
     p.add_argument("--out", default=None)
     p.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a._child is not None:
-        res = run_variant(a.preset, a._child.split(), a.seed, a.target, a.eval_every, a.max_updates)
+        res = run_variant(a.preset, a._child.split(), a.seed, a.target, a.eval_every, a.max_updates, a.pipelined, a.lead)
         print("SWEEP_RESULT " + json.dumps(res), flush=True)
         return 0
 
@@ -135,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{'':4}seed {r['seed']}: {r['error']}")
     print(f"not reached = no greedy mean >= {a.target:g} within {a.max_updates:,} updates; median counts it as inf")
     write_result("sweep", {"preset": a.preset, "target": a.target, "eval_every": a.eval_every,
-                           "max_updates": a.max_updates, "seeds": list(seeds), "summary": summary,
+                           "max_updates": a.max_updates, "pipelined": a.pipelined, "lead": a.lead,
+                           "seeds": list(seeds), "summary": summary,
                            "runs": results}, a.out)
     return 0
 

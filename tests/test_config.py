@@ -77,6 +77,9 @@ def test_round_trip_through_yaml(tmp_path):
     (["replay.capacty=5"], ["replay.capacty", "replay.capacity"]),
     (["network.dueling=maybe"], ["network.dueling", "true or false"]),
     (["nosuchsection.x=1"], ["nosuchsection"]),
+    (["replay.spi_max_lead=-1"], ["replay.spi_max_lead", "-1", ">= 0"]),
+    (["replay.spi_error_buffer=0", "replay.spi_max_lead=10"], ["replay.spi_max_lead", "10", "learner.batch_size",
+                                                               "wait for each other forever"]),
     (["learner.batch_size"], ["key=value"]),
 ])
 def test_invalid_values_name_key_value_and_allowed(override, fragments):

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apexrl.replay.rate_limiter import RateLimiter, default_error_buffer
+from apexrl.replay.rate_limiter import RateLimiter, default_error_buffer, default_max_lead
 from apexrl.replay.shard import ReplayShard
 
 
@@ -25,9 +25,10 @@ class _Sim:
     """An actor that obeys the protocol of ``RayReplaySink`` (add, and if refused poll until allowed)
     and a learner that obeys ``LearnerWorker`` (ask for k batches, take what is granted)."""
 
-    def __init__(self, ratio: float, batch: int, min_size: int, buffer: float, capacity: int = 2_000) -> None:
+    def __init__(self, ratio: float, batch: int, min_size: int, buffer: float, capacity: int = 2_000,
+                 lead: float | None = None) -> None:
         self.shard = ReplayShard(capacity, alpha=0.6, seed=0, min_size=min_size, samples_per_insert=ratio,
-                                 error_buffer=buffer)
+                                 error_buffer=buffer, max_lead=lead)
         self.ratio, self.batch, self.buffer = ratio, batch, buffer
         self.actor_blocked = False
         self.max_send = 0
@@ -65,9 +66,10 @@ class _Sim:
         return s.sampled - self.ratio * max(0, s.inserted - s.min_size)
 
 
-def _adversarial_run(seed: int, ratio: float, batch: int, buffer: float, turns: int = 4_000) -> _Sim:
+def _adversarial_run(seed: int, ratio: float, batch: int, buffer: float, turns: int = 4_000,
+                     lead: float | None = None) -> _Sim:
     rng = np.random.default_rng(seed)
-    sim = _Sim(ratio, batch, min_size=200, buffer=buffer)
+    sim = _Sim(ratio, batch, min_size=200, buffer=buffer, lead=lead)
     side = 0
     for _ in range(turns):
         assert sim.can_progress(), f"deadlock at inserted={sim.shard.inserted} sampled={sim.shard.sampled}"
@@ -77,18 +79,20 @@ def _adversarial_run(seed: int, ratio: float, batch: int, buffer: float, turns: 
             sim.actor_turn(int(rng.choice([1, 7, 64, 256, 300])))
         else:
             sim.learner_turn(int(rng.integers(1, 5)))
-        # The band: the learner never gets ahead by more than the buffer; the actor can overshoot by at
+        # The band: the learner never gets ahead by more than its lead; the actor can overshoot by at
         # most one send (it checks after adding, as a real actor learns only from the add's answer).
-        assert sim.deficit() <= buffer + 1e-9
+        assert sim.deficit() <= (buffer if lead is None else lead) + 1e-9
         assert sim.deficit() >= -(buffer + ratio * sim.max_send) - 1e-9
     return sim
 
 
 @pytest.mark.parametrize("ratio,batch", [(8.0, 64), (0.5, 32), (32.0, 64), (1.0, 512)])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_adversarial_schedule_keeps_ratio_and_progress(ratio: float, batch: int, seed: int) -> None:
+@pytest.mark.parametrize("lopsided", [False, True], ids=["symmetric", "default-lead"])
+def test_adversarial_schedule_keeps_ratio_and_progress(ratio: float, batch: int, seed: int, lopsided: bool) -> None:
     buffer = default_error_buffer(ratio, batch, prefetch=4, send_every=64)
-    sim = _adversarial_run(seed, ratio, batch, buffer)
+    lead = default_max_lead(batch, batches_per_request=4) if lopsided else None
+    sim = _adversarial_run(seed, ratio, batch, buffer, lead=lead)
     s = sim.shard
     assert sim.insert_moves > 10 and sim.sample_moves > 10
     # Measured samples/insert after warm-up is the target within the band's width.
@@ -107,6 +111,21 @@ def test_long_run_converges_to_ratio() -> None:
     inserted = sim.shard.inserted - sim.shard.min_size
     assert inserted * ratio > 20 * (buffer + ratio * sim.max_send)
     assert sim.shard.sampled / inserted == pytest.approx(ratio, rel=0.05)
+
+
+def test_a_learner_warm_up_grants_only_the_lead_before_actors_insert_more() -> None:
+    """The actors' slack (a whole send) is not the learner's: the moment replay is warm, the learner may
+    take at most ``max_lead`` samples, not a burst of updates on the warm-up's transitions."""
+    ratio, batch, k = 8.0, 64, 8
+    buffer = default_error_buffer(ratio, batch, prefetch=4 * k, send_every=1024)
+    sim = _Sim(ratio, batch, min_size=2_000, buffer=buffer, capacity=10_000, lead=default_max_lead(batch, k))
+    sim.actor_turn(2_000)
+    taken = 0
+    while sim.learner_turn(k):
+        taken = sim.shard.sampled
+    assert taken == batch * k  # one request's worth; a symmetric band would grant buffer / batch = 256 batches
+    sim.actor_turn(100)  # every inserted transition buys `ratio` samples
+    assert sim.learner_turn(2 * k) and sim.shard.sampled - taken == int(ratio * 100 // batch) * batch
 
 
 def test_learner_alone_stops_and_actor_alone_stops() -> None:
@@ -154,20 +173,26 @@ def test_unlimited_ratio_grants_everything_after_warmup() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(ratio=st.floats(0.05, 64.0), batch=st.integers(1, 1024), inserted=st.integers(0, 10**6),
-       sampled=st.integers(0, 10**7), slack=st.floats(0.0, 4.0), wanted=st.integers(1, 16))
+       sampled=st.integers(0, 10**7), slack=st.floats(0.0, 4.0), wanted=st.integers(1, 16),
+       lead_share=st.one_of(st.none(), st.floats(0.0, 1.0)))
 def test_no_state_refuses_both_sides(ratio: float, batch: int, inserted: int, sampled: int, slack: float,
-                                     wanted: int) -> None:
-    """With error_buffer >= batch / 2 there is no state where both the actor and the learner are refused
-    (refusing both needs b < r*I - S < batch - b). default_error_buffer is always >= 2 * batch."""
-    buffer = batch / 2 + slack * batch
-    lim = RateLimiter(ratio=ratio, min_size=1, error_buffer=buffer)
+                                     wanted: int, lead_share: float | None) -> None:
+    """With error_buffer + lead >= batch there is no state where both the actor and the learner are
+    refused (refusing both needs r*I - b > S > r*I + l - batch); the defaults give b >= 2 * batch and
+    l >= batch. ``lead_share`` None is the symmetric band (l = b, so b >= batch / 2 suffices)."""
+    if lead_share is None:
+        buffer, lead = batch / 2 + slack * batch, None
+    else:  # any split of at least one batch between the two sides
+        total = batch * (1 + slack)
+        buffer, lead = total * (1 - lead_share), total * lead_share
+    lim = RateLimiter(ratio=ratio, min_size=1, error_buffer=buffer, max_lead=lead)
     size = max(1, inserted)
     assert lim.can_insert(size, inserted, sampled) or lim.can_sample(size, inserted, sampled, batch)
     # Asking for k batches is the same as asking k times in a row.
     n = lim.batches_allowed(size, inserted, sampled, batch, wanted)
     assert n == sum(1 for j in range(1, wanted + 1) if lim.can_sample(size, inserted, sampled + (j - 1) * batch,
                                                                       batch))
-    assert default_error_buffer(ratio, batch, 1, 1) >= 2 * batch
+    assert default_error_buffer(ratio, batch, 1, 1) >= 2 * batch and default_max_lead(batch, 1) >= batch
 
 
 def test_a_buffer_below_half_a_batch_can_deadlock() -> None:

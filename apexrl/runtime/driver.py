@@ -36,7 +36,7 @@ from apexrl.config import Config, dump_yaml, flatten, to_dict
 from apexrl.envs import check_env, is_atari
 from apexrl.envs.scores import human_normalized_score
 from apexrl.metrics import Console, MetricsWriter
-from apexrl.replay.rate_limiter import default_error_buffer
+from apexrl.replay.rate_limiter import default_error_buffer, default_max_lead
 from apexrl.runtime.evaluator import DriverEvaluator
 
 log = logging.getLogger(__name__)
@@ -206,12 +206,15 @@ class _Topology:
         per_shard = r.capacity // r.num_shards
         frames = is_atari(cfg.env) and cfg.env.frame_stack > 1 and _frames_supported()
         spi = r.samples_per_insert
-        buffer = 0.0
+        buffer, lead = 0.0, None
         if spi is not None:
+            k = default_batches_per_request(cfg)
             buffer = r.spi_error_buffer if r.spi_error_buffer is not None else default_error_buffer(
-                spi, cfg.learner.batch_size, cfg.learner.prefetch * default_batches_per_request(cfg),
-                cfg.actors.send_every)
-        self._shard_cls, self._shard_args = ReplayShardWorker, (per_shard, r.alpha, frames, spi, buffer / r.num_shards)
+                spi, cfg.learner.batch_size, cfg.learner.prefetch * k, cfg.actors.send_every)
+            lead = (r.spi_max_lead / r.num_shards if r.spi_max_lead is not None
+                    else default_max_lead(cfg.learner.batch_size, k))
+        self._shard_cls = ReplayShardWorker
+        self._shard_args = (per_shard, r.alpha, frames, spi, buffer / r.num_shards, lead)
         self.shards = [self.make_shard(i) for i in range(r.num_shards)]
         self.learner = LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus).remote(
             cfg, obs_space, act_space, self.shards, self.ps, model_factory,
@@ -222,10 +225,11 @@ class _Topology:
                           if cfg.evaluation.interval_s > 0 else None)
 
     def make_shard(self, i: int) -> Any:
-        per_shard, alpha, frames, spi, buffer = self._shard_args
+        per_shard, alpha, frames, spi, buffer, lead = self._shard_args
         r = self.cfg.replay
         return self._shard_cls.options(scheduling_strategy=_shard_strategy(self.cfg, i)).remote(
-            per_shard, alpha, self.cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames, spi, buffer)
+            per_shard, alpha, self.cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames, spi, buffer,
+            lead)
 
     def _make_actor(self, i: int) -> Any:
         return self._actor_cls.options(num_cpus=self.cfg.actors.num_cpus,
