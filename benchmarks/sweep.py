@@ -11,8 +11,10 @@ updates the current network plays 10 greedy episodes (``apexrl.evaluation.evalua
 ``--pipelined`` draws batches in the Ray learner's order instead (``batches_per_request`` at a time,
 ``prefetch`` requests ahead, priorities written back with the next request); ``--lead N`` lets the learner
 start N updates ahead of the ratio the moment replay is warm, as a rate limiter whose band lets it run that
-far ahead does. Both showed why Ray runs needed more updates than this benchmark's (results/lead-20261203):
-the pipeline's stale priorities did not hurt, a 256-update lead did.
+far ahead does; ``--actor-lead N`` has the actors take N env steps with the first network once replay is
+warm, before any update, as an actor with many sends in flight did. They showed why Ray runs needed more
+updates than this benchmark's (results/lead-20261203): the pipeline's stale priorities did not hurt, both
+leads did.
 
 Counting updates instead of seconds makes the result independent of the host's load, so variants can run
 side by side (``--jobs``). Seconds are what users feel: ``bench e2e`` measures those; this benchmark is how
@@ -39,7 +41,7 @@ from benchmarks._variants import add_variant_args, label, variant_list
 
 
 def run_variant(preset: str, overrides: list[str], seed: int, target: float, eval_every: int,
-                max_updates: int, pipelined: bool = False, lead: int = 0) -> dict[str, Any]:
+                max_updates: int, pipelined: bool = False, lead: int = 0, actor_lead: int = 0) -> dict[str, Any]:
     import numpy as np
     import torch
 
@@ -56,7 +58,7 @@ def run_variant(preset: str, overrides: list[str], seed: int, target: float, eva
     learner, batch_size = topo.learner, cfg.learner.batch_size
     pipe = _Pipeline(topo, cfg)
     t0 = time.perf_counter()
-    env_steps, owed = 0, 0.0
+    env_steps, owed, ahead = 0, 0.0, 0
     evals: list[tuple[int, int, float]] = []
     reached: tuple[int, int] | None = None
     while learner.updates < max_updates and reached is None:
@@ -67,6 +69,12 @@ def run_variant(preset: str, overrides: list[str], seed: int, target: float, eva
         if any(len(s.buffer) < s.min_size for s in topo.shards):
             owed = float(lead)
             continue
+        while ahead < actor_lead:  # actors run on that far with the first weights before the learner starts
+            for a in topo.actors:
+                n = a.run(8)["env_steps"]
+                env_steps += n
+                ahead += n
+                owed += n * spi / batch_size
         while owed >= 1 and reached is None:
             owed -= 1
             if pipelined:
@@ -139,7 +147,7 @@ def _child(preset: str, variant: str, seed: int, a: argparse.Namespace) -> dict[
            "--target", str(a.target), "--eval-every", str(a.eval_every), "--max-updates", str(a.max_updates)]
     if a.pipelined:
         cmd.append("--pipelined")
-    cmd += ["--lead", str(a.lead)]
+    cmd += ["--lead", str(a.lead), "--actor-lead", str(a.actor_lead)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     line = next((ln for ln in reversed(r.stdout.splitlines()) if ln.startswith("SWEEP_RESULT ")), None)
@@ -165,12 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pipelined", action="store_true",
                    help="sample as the Ray learner does (batches per request, prefetch, delayed priorities)")
     p.add_argument("--lead", type=int, default=0, help="updates the learner may run ahead of the ratio")
+    p.add_argument("--actor-lead", type=int, default=0,
+                   help="env steps the actors take with the first weights once replay is warm, before any update")
     p.add_argument("--out", default=None)
     p.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a._child is not None:
-        res = run_variant(a.preset, a._child.split(), a.seed, a.target, a.eval_every, a.max_updates, a.pipelined, a.lead)
+        res = run_variant(a.preset, a._child.split(), a.seed, a.target, a.eval_every, a.max_updates, a.pipelined, a.lead, a.actor_lead)
         print("SWEEP_RESULT " + json.dumps(res), flush=True)
         return 0
 
@@ -200,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"not reached = no greedy mean >= {a.target:g} within {a.max_updates:,} updates; median counts it as inf")
     write_result("sweep", {"preset": a.preset, "target": a.target, "eval_every": a.eval_every,
                            "max_updates": a.max_updates, "pipelined": a.pipelined, "lead": a.lead,
+                           "actor_lead": a.actor_lead,
                            "seeds": list(seeds), "summary": summary,
                            "runs": results}, a.out)
     return 0

@@ -57,3 +57,38 @@ def test_an_older_publication_never_replaces_a_newer_one(ray_local):
     _publish(ray, ps, 4, 4.0)
     version, [ref] = ray.get(ps.get.remote(-1))
     assert version == 5 and np.all(ray.get(ref)["w"] == 5.0)
+
+
+def test_an_actor_heeds_a_shards_wait_before_its_next_send_not_after_max_inflight(ray_local):
+    """A shard's "the learner is behind, wait" is obeyed before the actor's next send even when fewer
+    than ``max_inflight`` sends are out: the actor must not pour more data from an old network into
+    replay while the learner catches up."""
+    ray = ray_local
+    from apexrl.runtime.transport import RayReplaySink
+
+    @ray.remote
+    class Shard:
+        def __init__(self) -> None:
+            self.adds, self.polls, self.polls_before_add = 0, 0, []
+
+        def add(self, batch, priorities) -> bool:
+            self.adds += 1
+            self.polls_before_add.append(self.polls)
+            return self.adds < 2  # the second send puts the actor too far ahead
+
+        def insert_allowed(self) -> bool:
+            self.polls += 1
+            return self.polls >= 3  # the learner catches up after a few polls
+
+        def log(self) -> list[int]:
+            return self.polls_before_add
+
+    shard = Shard.remote()
+    sink = RayReplaySink([shard], max_inflight=8)
+    batch = {"obs": np.zeros((4, 2), np.float32)}
+    for _ in range(2):
+        sink.add(batch, np.ones(4))
+    ray.wait([sink._inflight[-1][1]], timeout=10)  # the refusal has arrived
+    sink.add(batch, np.ones(4))
+    sink.flush()
+    assert ray.get(shard.log.remote()) == [0, 0, 3]

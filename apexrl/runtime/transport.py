@@ -110,13 +110,29 @@ class RayReplaySink:
         self.shards = list(shards)
 
     def add(self, batch: Batch, priorities: np.ndarray) -> None:
+        t0 = time.perf_counter()
+        self._settle(self._answered())
         shard = self.shards[self._next % len(self.shards)]
         self._next += 1
         self._inflight.append((shard, shard.add.remote(batch, priorities)))
         if len(self._inflight) > self.max_inflight:
-            t0 = time.perf_counter()
             self._settle(len(self._inflight) - self.max_inflight)
-            self.blocked_s += time.perf_counter() - t0
+        self.blocked_s += time.perf_counter() - t0
+
+    def _answered(self) -> int:
+        """How many of the oldest sends have their answer already. A shard's "wait" is heeded before the
+        next send, not only once ``max_inflight`` sends are out: otherwise an actor overshoots the rate
+        limiter by that many sends (8 x 1,024 CartPole transitions from the first network, right when
+        the learner starts, which cost solves: bench sweep --actor-lead, results/lead-20261203)."""
+        if not self._inflight:
+            return 0
+        refs = [r for _, r in self._inflight]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+        done = set(ready)
+        n = 0
+        while n < len(refs) and refs[n] in done:
+            n += 1
+        return n
 
     def _settle(self, count: int) -> None:
         """Wait for the ``count`` oldest sends; when a shard says the learner is behind the
