@@ -56,6 +56,8 @@ def run_variant(preset: str, overrides: list[str], seed: int, target: float, eva
         raise SystemExit("bench sweep needs replay.samples_per_insert (it fixes the updates per env step)")
     topo = build_local(cfg, cfg.actors.num_actors or 1)
     learner, batch_size = topo.learner, cfg.learner.batch_size
+    if pipelined and len(topo.shards) > 1:
+        raise SystemExit("bench sweep --pipelined models one shard (replay.num_shards=1)")
     pipe = _Pipeline(topo, cfg)
     t0 = time.perf_counter()
     env_steps, owed, ahead = 0, 0.0, 0
