@@ -58,7 +58,7 @@ def run_variant(preset: str, overrides: list[str], seed: int, target: float, eva
     learner, batch_size = topo.learner, cfg.learner.batch_size
     if pipelined and len(topo.shards) > 1:
         raise SystemExit("bench sweep --pipelined models one shard (replay.num_shards=1)")
-    pipe = _Pipeline(topo, cfg)
+    pipe = _Pipeline(topo, cfg) if pipelined else None  # it imports Ray's worker module: only when asked
     t0 = time.perf_counter()
     env_steps, owed, ahead = 0, 0.0, 0
     evals: list[tuple[int, int, float]] = []
@@ -79,7 +79,7 @@ def run_variant(preset: str, overrides: list[str], seed: int, target: float, eva
                 owed += n * spi / batch_size
         while owed >= 1 and reached is None:
             owed -= 1
-            if pipelined:
+            if pipe is not None:
                 if not pipe.step():
                     break
             elif topo.learn_once(topo.shards[learner.updates % len(topo.shards)]) is None:
@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a._child is not None:
-        res = run_variant(a.preset, a._child.split(), a.seed, a.target, a.eval_every, a.max_updates, a.pipelined, a.lead, a.actor_lead)
+        res = run_variant(a.preset, a._child.split(), a.seed, a.target, a.eval_every, a.max_updates,
+                          a.pipelined, a.lead, a.actor_lead)
         print("SWEEP_RESULT " + json.dumps(res), flush=True)
         return 0
 
