@@ -26,9 +26,9 @@ class _Sim:
     and a learner that obeys ``LearnerWorker`` (ask for k batches, take what is granted)."""
 
     def __init__(self, ratio: float, batch: int, min_size: int, buffer: float, capacity: int = 2_000,
-                 lead: float | None = None) -> None:
+                 lead: float | None = None, gated: bool = False) -> None:
         self.shard = ReplayShard(capacity, alpha=0.6, seed=0, min_size=min_size, samples_per_insert=ratio,
-                                 error_buffer=buffer, max_lead=lead)
+                                 error_buffer=buffer, max_lead=lead, batch_size=batch if gated else None)
         self.ratio, self.batch, self.buffer = ratio, batch, buffer
         self.actor_blocked = False
         self.max_send = 0
@@ -67,9 +67,9 @@ class _Sim:
 
 
 def _adversarial_run(seed: int, ratio: float, batch: int, buffer: float, turns: int = 4_000,
-                     lead: float | None = None) -> _Sim:
+                     lead: float | None = None, gated: bool = False) -> _Sim:
     rng = np.random.default_rng(seed)
-    sim = _Sim(ratio, batch, min_size=200, buffer=buffer, lead=lead)
+    sim = _Sim(ratio, batch, min_size=200, buffer=buffer, lead=lead, gated=gated)
     side = 0
     for _ in range(turns):
         assert sim.can_progress(), f"deadlock at inserted={sim.shard.inserted} sampled={sim.shard.sampled}"
@@ -89,10 +89,12 @@ def _adversarial_run(seed: int, ratio: float, batch: int, buffer: float, turns: 
 @pytest.mark.parametrize("ratio,batch", [(8.0, 64), (0.5, 32), (32.0, 64), (1.0, 512)])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("lopsided", [False, True], ids=["symmetric", "default-lead"])
-def test_adversarial_schedule_keeps_ratio_and_progress(ratio: float, batch: int, seed: int, lopsided: bool) -> None:
+@pytest.mark.parametrize("gated", [False, True], ids=["open-warm-up", "gated-warm-up"])
+def test_adversarial_schedule_keeps_ratio_and_progress(ratio: float, batch: int, seed: int, lopsided: bool,
+                                                       gated: bool) -> None:
     buffer = default_error_buffer(ratio, batch, prefetch=4, send_every=64)
     lead = default_max_lead(batch, batches_per_request=4) if lopsided else None
-    sim = _adversarial_run(seed, ratio, batch, buffer, lead=lead)
+    sim = _adversarial_run(seed, ratio, batch, buffer, lead=lead, gated=gated)
     s = sim.shard
     assert sim.insert_moves > 10 and sim.sample_moves > 10
     # Measured samples/insert after warm-up is the target within the band's width.
@@ -126,6 +128,31 @@ def test_a_learner_warm_up_grants_only_the_lead_before_actors_insert_more() -> N
     assert taken == batch * k  # one request's worth; a symmetric band would grant buffer / batch = 256 batches
     sim.actor_turn(100)  # every inserted transition buys `ratio` samples
     assert sim.learner_turn(2 * k) and sim.shard.sampled - taken == int(ratio * 100 // batch) * batch
+
+
+@pytest.mark.parametrize("lead", [512.0, 0.0], ids=["default-lead", "no-lead"])
+def test_actors_wait_at_min_size_until_the_learners_first_sample(lead: float) -> None:
+    """Given the learner's batch, the actors stop at min_size (plus the send that crossed it) until the
+    learner has sampled once: not thousands of transitions of the untrained network ahead of the first
+    update. With a lead below one batch they may insert exactly what that first batch needs."""
+    ratio, batch = 8.0, 64
+    buffer = default_error_buffer(ratio, batch, prefetch=32, send_every=1024)
+    gated = _Sim(ratio, batch, min_size=2_000, buffer=buffer, capacity=20_000, lead=lead, gated=True)
+    open_ = _Sim(ratio, batch, min_size=2_000, buffer=buffer, capacity=20_000, lead=lead)
+    for sim in (gated, open_):
+        while sim.actor_turn(16) and sim.shard.inserted < 10_000:
+            pass
+    if lead >= batch:
+        assert gated.shard.inserted == 2_016  # the first send past min_size is the last
+    else:
+        assert gated.shard.inserted - 2_000 == pytest.approx((batch - lead) / ratio, abs=16)
+    assert open_.shard.inserted >= 2_000 + buffer / ratio  # the whole band, 2,048 transitions more
+    assert gated.learner_turn(1)  # the learner may go, so nothing deadlocks...
+    assert gated.shard.insert_allowed()  # ...and after its first sample the actors have their band again
+    gated.actor_turn(16)  # the waiting actor's poll
+    while gated.actor_turn(16):
+        pass
+    assert gated.shard.inserted >= open_.shard.inserted
 
 
 def test_learner_alone_stops_and_actor_alone_stops() -> None:
@@ -174,18 +201,22 @@ def test_unlimited_ratio_grants_everything_after_warmup() -> None:
 @settings(max_examples=300, deadline=None)
 @given(ratio=st.floats(0.05, 64.0), batch=st.integers(1, 1024), inserted=st.integers(0, 10**6),
        sampled=st.integers(0, 10**7), slack=st.floats(0.0, 4.0), wanted=st.integers(1, 16),
-       lead_share=st.one_of(st.none(), st.floats(0.0, 1.0)))
+       lead_share=st.one_of(st.none(), st.floats(0.0, 1.0)), gated=st.booleans(),
+       fresh=st.booleans())
 def test_no_state_refuses_both_sides(ratio: float, batch: int, inserted: int, sampled: int, slack: float,
-                                     wanted: int, lead_share: float | None) -> None:
+                                     wanted: int, lead_share: float | None, gated: bool, fresh: bool) -> None:
     """With error_buffer + lead >= batch there is no state where both the actor and the learner are
     refused (refusing both needs r*I - b > S > r*I + l - batch); the defaults give b >= 2 * batch and
-    l >= batch. ``lead_share`` None is the symmetric band (l = b, so b >= batch / 2 suffices)."""
+    l >= batch. ``lead_share`` None is the symmetric band (l = b, so b >= batch / 2 suffices). The gated
+    warm-up narrows the actors' band to max(0, batch - l) before the first sample: still enough."""
     if lead_share is None:
         buffer, lead = batch / 2 + slack * batch, None
     else:  # any split of at least one batch between the two sides
         total = batch * (1 + slack)
         buffer, lead = total * (1 - lead_share), total * lead_share
-    lim = RateLimiter(ratio=ratio, min_size=1, error_buffer=buffer, max_lead=lead)
+    lim = RateLimiter(ratio=ratio, min_size=1, error_buffer=buffer, max_lead=lead,
+                      batch_size=batch if gated else None)
+    sampled = 0 if fresh else sampled  # before the learner's first sample (the gated warm-up's state)
     size = max(1, inserted)
     assert lim.can_insert(size, inserted, sampled) or lim.can_sample(size, inserted, sampled, batch)
     # Asking for k batches is the same as asking k times in a row.

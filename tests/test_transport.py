@@ -92,3 +92,29 @@ def test_an_actor_heeds_a_shards_wait_before_its_next_send_not_after_max_infligh
     sink.add(batch, np.ones(4))
     sink.flush()
     assert ray.get(shard.log.remote()) == [0, 0, 3]
+
+
+def test_an_actor_keeps_one_send_in_flight_until_a_shard_has_answered(ray_local):
+    """Sends do not pile up behind a shard whose process is still starting: they would all land at once,
+    past the rate limiter's warm-up gate. After the first answer the actor pipelines up to max_inflight."""
+    ray = ray_local
+    from apexrl.runtime.transport import RayReplaySink
+
+    @ray.remote
+    class SlowStartingShard:
+        def __init__(self) -> None:
+            time.sleep(1.0)
+
+        def add(self, batch, priorities) -> bool:
+            return True
+
+    shard = SlowStartingShard.remote()
+    sink = RayReplaySink([shard], max_inflight=8)
+    batch = {"obs": np.zeros((4, 2), np.float32)}
+    sink.add(batch, np.ones(4))
+    first = sink._inflight[0][1]
+    sink.add(batch, np.ones(4))  # returns only once the first send is answered (the shard is up)
+    assert ray.wait([first], timeout=0)[0] and len(sink._inflight) == 1
+    assert sink._heard  # from now on up to max_inflight sends may be out
+    sink.flush()
+    assert not sink._inflight

@@ -15,6 +15,14 @@ stall on their own granularity, but a learner allowed that far ahead spends it t
 as a burst of updates on the warm-up's few thousand random-policy transitions. On CartPole that burst
 (256 updates) cut the seeds solved within 2,250 updates from 23 to 13 of 32 and those never solved in
 8,000 from 1 to 7 (``bench sweep --pipelined --lead``, benchmarks/results/lead-20261203).
+
+Why the actors' band is narrower until the learner's first sample (given ``batch_size``): the learner's
+process starts (imports torch, builds its network) while the actors already act, and with the full band
+they filled replay ~5,000 transitions past ``min_size`` with the untrained network's data before the first
+update; that kind of lead cost solves too (``bench sweep --actor-lead``). Until the first sample the
+actors may insert only what the learner's first batch needs, ``max(0, batch_size - lead)`` samples' worth
+(0 with the default lead): they stop at ``min_size`` plus the send that crossed it, and leave the cores
+to the learner's start-up. The warm-up cannot deadlock: at that point the learner may sample.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ class RateLimiter:
     min_size: int
     error_buffer: float  # samples the learner may fall behind the ratio (actors keep inserting)
     max_lead: float | None = None  # samples it may run ahead; None = error_buffer (a symmetric band)
+    batch_size: int | None = None  # the learner's batch: given, actors wait at min_size for its first sample
 
     @property
     def lead(self) -> float:
@@ -53,7 +62,10 @@ class RateLimiter:
     def can_insert(self, size: int, inserted: int, sampled: int) -> bool:
         if self.ratio is None or size < self.min_size:
             return True
-        return self.ratio * max(0, inserted - self.min_size) - sampled <= self.error_buffer
+        band = self.error_buffer
+        if sampled == 0 and self.batch_size is not None:
+            band = min(band, max(0.0, self.batch_size - self.lead))
+        return self.ratio * max(0, inserted - self.min_size) - sampled <= band
 
 
 def default_error_buffer(ratio: float, batch_size: int, prefetch: int, send_every: int) -> float:

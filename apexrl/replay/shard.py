@@ -20,7 +20,8 @@ from apexrl.replay.rate_limiter import RateLimiter
 class ReplayShard:
     def __init__(self, capacity: int, alpha: float = 0.6, seed: int | None = None, min_size: int = 1,
                  frames: bool = False, samples_per_insert: float | None = None,
-                 error_buffer: float = 0.0, max_lead: float | None = None) -> None:
+                 error_buffer: float = 0.0, max_lead: float | None = None,
+                 batch_size: int | None = None) -> None:
         if frames:
             from apexrl.replay.frame_replay import FramePrioritizedReplay
 
@@ -30,7 +31,7 @@ class ReplayShard:
 
             self.buffer = PrioritizedReplay(capacity, alpha=alpha, seed=seed)
         self.min_size = max(1, min_size)
-        self.limiter = RateLimiter(samples_per_insert, self.min_size, error_buffer, max_lead)
+        self.limiter = RateLimiter(samples_per_insert, self.min_size, error_buffer, max_lead, batch_size)
         self.throttled_samples = 0
         self.inserted = 0
         self.sampled = 0

@@ -20,11 +20,11 @@ from apexrl.replay.shard import ReplayShard
 class ReplayShardWorker:
     def __init__(self, capacity: int, alpha: float, seed: int, min_size: int, frames: bool = False,
                  samples_per_insert: float | None = None, error_buffer: float = 0.0,
-                 max_lead: float | None = None) -> None:
+                 max_lead: float | None = None, batch_size: int | None = None) -> None:
         logging.basicConfig(level=os.environ.get("APEXRL_LOG_LEVEL", "WARNING"))
         self.shard = ReplayShard(capacity, alpha=alpha, seed=seed, min_size=min_size, frames=frames,
                                  samples_per_insert=samples_per_insert, error_buffer=error_buffer,
-                                 max_lead=max_lead)
+                                 max_lead=max_lead, batch_size=batch_size)
 
     def add(self, batch: dict[str, np.ndarray], priorities: np.ndarray) -> bool:
         return self.shard.add(batch, priorities)

@@ -103,6 +103,7 @@ class RayReplaySink:
         self.max_inflight = max_inflight
         self._next = start
         self._inflight: list[tuple[Any, Any]] = []  # (shard, ref of its add)
+        self._heard = False  # has any shard answered a send yet
         self.dropped = 0
         self.blocked_s = 0.0
 
@@ -115,8 +116,12 @@ class RayReplaySink:
         shard = self.shards[self._next % len(self.shards)]
         self._next += 1
         self._inflight.append((shard, shard.add.remote(batch, priorities)))
-        if len(self._inflight) > self.max_inflight:
-            self._settle(len(self._inflight) - self.max_inflight)
+        # Until a shard has answered once, one send in flight: at start-up the shard's process may still
+        # be starting, and sends piled up behind it all land at once past the rate limiter's warm-up
+        # gate (8 x 1,024 transitions of the untrained network at the first update on CartPole).
+        limit = self.max_inflight if self._heard else 1
+        if len(self._inflight) > limit:
+            self._settle(len(self._inflight) - limit)
         self.blocked_s += time.perf_counter() - t0
 
     def _answered(self) -> int:
@@ -141,6 +146,7 @@ class RayReplaySink:
         for shard, ref in done:
             try:
                 ok = ray.get(ref)
+                self._heard = True
                 pause = 0.002
                 while not ok:
                     # Each poll is a round trip costing CPU on this actor and on the shard, the learner's
