@@ -71,7 +71,7 @@ class ReplayConfig:
     beta_final: float | None = None  # anneal beta linearly to this value...
     beta_anneal_updates: int = 0  # ...over this many learner updates (0 = fixed beta)
     num_shards: int = 1  # ReplayShard Ray actors; capacity is split evenly
-    learning_starts: int = 2_000  # transitions in replay before the learner starts
+    learning_starts: int = 2_000  # transitions before the learner starts; rate-limited actors wait there for it
     priority_eps: float = 1e-6  # added to |TD error|
     samples_per_insert: float | None = None  # learner samples per inserted transition; None = unlimited
     spi_error_buffer: float | None = None  # samples the learner may fall behind that ratio; None = auto
