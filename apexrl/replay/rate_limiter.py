@@ -17,9 +17,10 @@ as a burst of updates on the warm-up's few thousand random-policy transitions. O
 8,000 from 1 to 7 (``bench sweep --pipelined --lead``, benchmarks/results/lead-20261203).
 
 Why the actors' band is narrower until the learner's first sample (given ``batch_size``): the learner's
-process starts (imports torch, builds its network) while the actors already act, and with the full band
-they filled replay ~5,000 transitions past ``min_size`` with the untrained network's data before the first
-update; that kind of lead cost solves too (``bench sweep --actor-lead``). Until the first sample the
+process is the last to start (torch, its network) while the actors already act, and the full band lets
+them put ``error_buffer / ratio`` transitions of the untrained network (2,048 on CartPole) past
+``min_size``, plus a send each, before the first update; that kind of lead cost solves (``bench sweep
+--actor-lead``; through Ray, benchmarks/results/warmup-gate-20261203). Until the first sample the
 actors may insert only what the learner's first batch needs, ``max(0, batch_size - lead)`` samples' worth
 (0 with the default lead): they stop at ``min_size`` plus the send that crossed it, and leave the cores
 to the learner's start-up. The warm-up cannot deadlock: at that point the learner may sample.
