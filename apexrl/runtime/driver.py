@@ -214,7 +214,9 @@ class _Topology:
             lead = (r.spi_max_lead / r.num_shards if r.spi_max_lead is not None
                     else default_max_lead(cfg.learner.batch_size, k))
         self._shard_cls = ReplayShardWorker
-        self._shard_args = (per_shard, r.alpha, frames, spi, buffer / r.num_shards, lead, cfg.learner.batch_size)
+        self._shard_kwargs = dict(capacity=per_shard, alpha=r.alpha, min_size=max(1, r.learning_starts // r.num_shards),
+                                  frames=frames, samples_per_insert=spi, error_buffer=buffer / r.num_shards,
+                                  max_lead=lead, batch_size=cfg.learner.batch_size)
         self.shards = [self.make_shard(i) for i in range(r.num_shards)]
         self.learner = LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus).remote(
             cfg, obs_space, act_space, self.shards, self.ps, model_factory,
@@ -225,11 +227,8 @@ class _Topology:
                           if cfg.evaluation.interval_s > 0 else None)
 
     def make_shard(self, i: int) -> Any:
-        per_shard, alpha, frames, spi, buffer, lead, batch = self._shard_args
-        r = self.cfg.replay
         return self._shard_cls.options(scheduling_strategy=_shard_strategy(self.cfg, i)).remote(
-            per_shard, alpha, self.cfg.seed * 101 + i, max(1, r.learning_starts // r.num_shards), frames, spi, buffer,
-            lead, batch)
+            seed=self.cfg.seed * 101 + i, **self._shard_kwargs)
 
     def _make_actor(self, i: int) -> Any:
         return self._actor_cls.options(num_cpus=self.cfg.actors.num_cpus,
