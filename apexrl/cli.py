@@ -27,7 +27,7 @@ class UserError(Exception):
 def _user_errors() -> tuple[type[BaseException], ...]:
     from apexrl.checkpoint import CheckpointError
     from apexrl.envs import EnvSpecError
-    from apexrl.runtime.driver import ClusterError
+    from apexrl.runtime.cluster import ClusterError
 
     return (ConfigError, EnvSpecError, CheckpointError, ClusterError, UserError)
 
@@ -63,7 +63,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks: replay | actors | shards | scaling | e2e | sweep | update (see benchmarks/)")
+    p = sub.add_parser("bench", help="benchmarks: replay | actors | shards | scaling | e2e | sweep | update; results in ./bench-results/")
     p.add_argument("which", help="benchmark name")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
 
@@ -164,10 +164,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from apexrl import checkpoint as ckpt
     from apexrl.config import from_dict
-    from apexrl.envs import check_env, is_atari
+    from apexrl.envs import is_atari
     from apexrl.envs.scores import human_normalized_score
     from apexrl.evaluation import evaluate
-    from apexrl.networks import build_network
+    from apexrl.runtime.assembly import assemble
 
     if args.episodes < 1:
         raise UserError(f"--episodes {args.episodes}: must be >= 1")
@@ -175,13 +175,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UserError(f"--video {args.video}: use a .mp4 or .gif path")
     path, state = ckpt.resolve(Path(args.checkpoint))
     cfg = from_dict(state["config"])
-    obs_space, act_space = check_env(cfg.env)
-    net = build_network(obs_space, act_space, cfg.network)
+    system = assemble(cfg, num_actors=1)
+    net = system.make_network()
     try:
         net.load_state_dict(state["learner"]["net"])
     except RuntimeError as e:
         raise UserError(f"checkpoint '{path}' does not match the network of its config: {str(e).splitlines()[0]}") from None
-    returns = evaluate(net, cfg.env, args.episodes, seed=args.seed, epsilon=args.epsilon)
+    policy = system.make_eval_policy(net, args.episodes, args.seed, args.epsilon)
+    returns = evaluate(policy, cfg.env, args.episodes, seed=args.seed)
     hns = human_normalized_score(cfg.env.id, float(np.mean(returns))) if is_atari(cfg.env) else None
     print(f"{cfg.env.id}: {args.episodes} episodes, return mean {np.mean(returns):.2f} "
           f"std {np.std(returns):.2f} (min {np.min(returns):.1f}, max {np.max(returns):.1f})"
@@ -190,25 +191,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from apexrl.video import VideoError, record_episode
 
         try:
-            ret, steps = record_episode(net, cfg.env, args.video, seed=args.seed, epsilon=args.epsilon)
+            ret, steps = record_episode(system.make_eval_policy(net, 1, args.seed, args.epsilon), cfg.env,
+                                        args.video, seed=args.seed)
         except VideoError as e:
             raise UserError(str(e)) from None
         print(f"video: {args.video} ({steps} steps, return {ret:.1f})")
     return 0
 
 
+BENCHMARKS = ("replay", "actors", "shards", "scaling", "e2e", "sweep", "update")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import importlib
 
-    root = Path(__file__).resolve().parent.parent
-    if (root / "benchmarks").is_dir() and str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    try:
-        mod = importlib.import_module(f"benchmarks.{args.which}")
-    except ModuleNotFoundError:
-        avail = sorted(p.stem for p in (root / "benchmarks").glob("*.py") if not p.stem.startswith("_"))
-        raise UserError(f"unknown benchmark '{args.which}'; available: {', '.join(avail) or 'none'} "
-                        "(benchmarks run from a source checkout)") from None
+    if args.which not in BENCHMARKS:
+        raise UserError(f"unknown benchmark '{args.which}'; available: {', '.join(BENCHMARKS)}")
+    mod = importlib.import_module(f"apexrl.bench.{args.which}")
     return int(mod.main(list(args.args)) or 0)
 
 

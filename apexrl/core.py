@@ -1,8 +1,11 @@
 """The small interfaces that connect Ape-X's roles; transports (in-process or Ray) implement them.
 
-    actor:   obs -> eps-greedy action -> env -> n-step transitions -> priorities -> ReplaySink.add(batch)
-    learner: ReplaySource.sample() -> double-DQN update -> ReplaySource.update_priorities(); publish weights
-    actor:   every weight_sync_period steps WeightSource.poll() -> load if newer
+    actor:   Policy.act(obs) -> env -> n-step transitions -> Policy.priorities -> ReplaySink.add(batch)
+    learner: ReplayClient.next() -> Learner.update(batch) -> ReplayClient.write_back(priorities)
+    actor:   every weight_sync_period env steps WeightSource.poll() -> Policy.set_weights if newer
+
+What a policy or a learner computes belongs to an agent (``apexrl.agents``); how data and weights move
+belongs to the runtime (``apexrl.runtime``), which knows these interfaces and nothing of any algorithm.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
+import torch
 
 Batch = dict[str, np.ndarray]
 Weights = dict[str, np.ndarray]
@@ -31,3 +35,12 @@ class WeightSource(Protocol):
     def poll(self) -> tuple[int, Weights] | None:
         """Return (version, weights) if a version newer than the last returned one is available now."""
         ...
+
+
+def state_dict_to_numpy(module: torch.nn.Module) -> Weights:
+    """CPU numpy copy of the weights: cheap to ship through Ray's object store (zero-copy on read)."""
+    return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+
+
+def load_numpy_state_dict(module: torch.nn.Module, weights: Weights) -> None:
+    module.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})

@@ -1,4 +1,4 @@
-"""Greedy evaluation: play whole episodes with a fixed network and report the returns.
+"""Greedy evaluation: play whole episodes with a fixed policy and report the returns.
 
 All episodes run side by side (one batched forward pass per step), so ten CartPole episodes cost about
 as much network time as one.
@@ -12,33 +12,28 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from apexrl.agents.base import Policy
 from apexrl.config import EnvConfig
 from apexrl.envs import make_env
 
 
 @torch.no_grad()
-def evaluate(net: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: int = 0, epsilon: float = 0.0,
+def evaluate(policy: Policy, env_cfg: EnvConfig, episodes: int, seed: int = 0,
              env_factory: Callable[[int], gym.Env] | None = None, max_steps: int = 1_000_000) -> list[float]:
+    """``policy`` from ``System.make_eval_policy`` (or an agent builder's ``make_eval_policy``)."""
     make = env_factory or (lambda s: make_env(env_cfg, seed=None, training=False))
     envs = [make(seed + i) for i in range(episodes)]
-    rng = np.random.default_rng(seed)
     try:
         obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
         returns = np.zeros(episodes)
         active = np.ones(episodes, dtype=bool)
-        n_actions = int(envs[0].action_space.n)  # type: ignore[attr-defined]
-        net.eval()
         for _ in range(max_steps):
             idx = np.flatnonzero(active)
             if len(idx) == 0:
                 break
-            q = net(torch.as_tensor(np.stack([obs[i] for i in idx])))
-            actions = q.argmax(dim=1).numpy()
-            if epsilon > 0:
-                explore = rng.random(len(idx)) < epsilon
-                actions = np.where(explore, rng.integers(n_actions, size=len(idx)), actions)
+            actions = policy.act(np.stack([obs[i] for i in idx]))
             for i, a in zip(idx, actions):
-                obs[i], r, terminated, truncated, _ = envs[i].step(int(a))
+                obs[i], r, terminated, truncated, _ = envs[i].step(a.item() if a.ndim == 0 else a)
                 returns[i] += float(r)
                 if terminated or truncated:
                     active[i] = False

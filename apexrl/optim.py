@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from apexrl.config import LearnerConfig
+
 
 class Adam:
     """Adam (Kingma & Ba, 2015) without weight decay or amsgrad, as ``torch.optim.Adam`` computes it."""
@@ -73,3 +75,10 @@ class Adam:
             dst.copy_(src)
         for s, v in zip(self.steps, state["steps"]):
             s.fill_(float(v))
+
+
+def make_optimizer(params: Iterable[torch.nn.Parameter], lc: LearnerConfig) -> Adam | torch.optim.Optimizer:
+    """``learner.optimizer``: adam (this module's), or centered RMSProp with decay 0.95 as in Ape-X."""
+    if lc.optimizer == "adam":
+        return Adam(params, lc.lr, lc.optimizer_eps)
+    return torch.optim.RMSprop(params, lr=lc.lr, alpha=0.95, eps=lc.optimizer_eps, centered=True)

@@ -176,7 +176,7 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
         raise TuneError(f"Ray Tune is not installed ({e}); pip install 'ray[tune]'") from None
     import ray
 
-    from apexrl.runtime.driver import init_ray
+    from apexrl.runtime.cluster import init_ray
 
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")  # trials write to absolute run dirs anyway
     cfgs = [C.from_dict(t.config) for t in trials]

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from apexrl.agents.base import Policy
 from apexrl.config import EnvConfig
 from apexrl.envs import is_atari, make_env
 
@@ -90,9 +91,9 @@ def video_fps(env: Any, env_cfg: EnvConfig) -> float:
 
 
 @torch.no_grad()
-def record_episode(net: torch.nn.Module, env_cfg: EnvConfig, path: str | os.PathLike[str], seed: int = 0,
-                   epsilon: float = 0.0, max_steps: int = 30_000) -> tuple[float, int]:
-    """Play one episode (greedy, or eps-greedy with ``epsilon``) and write it to ``path``.
+def record_episode(policy: Policy, env_cfg: EnvConfig, path: str | os.PathLike[str], seed: int = 0,
+                   max_steps: int = 30_000) -> tuple[float, int]:
+    """Play one episode with ``policy`` (an evaluation policy of one env) and write it to ``path``.
 
     Returns (episode return, steps). ``max_steps`` bounds the video (Atari's own cap is 27,000 steps).
     """
@@ -100,16 +101,11 @@ def record_episode(net: torch.nn.Module, env_cfg: EnvConfig, path: str | os.Path
     writer: _Writer | None = None
     try:
         writer = open_writer(path, video_fps(env, env_cfg))
-        rng = np.random.default_rng(seed)
         obs, _ = env.reset(seed=seed)
         writer.append(np.asarray(env.render()))
-        n_actions = int(env.action_space.n)  # type: ignore[attr-defined]
-        net.eval()
         total, steps = 0.0, 0
         for steps in range(1, max_steps + 1):
-            action = int(net(torch.as_tensor(np.asarray(obs)[None])).argmax(dim=1).item())
-            if epsilon > 0 and rng.random() < epsilon:
-                action = int(rng.integers(n_actions))
+            action = policy.act(np.asarray(obs)[None])[0]
             obs, reward, terminated, truncated, _ = env.step(action)
             total += float(reward)
             writer.append(np.asarray(env.render()))

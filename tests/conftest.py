@@ -21,3 +21,20 @@ def ray_local():
         yield ray
     finally:
         ray.shutdown()
+
+
+@pytest.fixture
+def topologies(monkeypatch):
+    """Every :class:`~apexrl.runtime.topology.Topology` built during the test, so a test can reach the
+    Ray handles of a running ``train()`` (to kill one)."""
+    from apexrl.runtime.topology import Topology
+
+    made: list = []
+    orig = Topology.__init__
+
+    def init(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(Topology, "__init__", init)
+    return made

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-import apexrl.actor as actor_mod
-from apexrl.actor import Actor
+import apexrl.runtime.actor as actor_mod
 from apexrl.config import Config, EnvConfig, from_dict, load
 from apexrl.envs import make_env
 from apexrl.envs.atari import frame_stacked
 from apexrl.replay import FramePrioritizedReplay
+from apexrl.runtime.assembly import assemble
 
 pytestmark = pytest.mark.atari
 
@@ -143,7 +143,7 @@ def _tiny_cfg(**over: Any) -> Config:
 
 
 def _factory() -> Any:
-    from apexrl.networks import build_network
+    from apexrl.agents.dqn.networks import build_network
 
     def make(obs_space: Any, act_space: Any) -> torch.nn.Module:
         torch.manual_seed(0)
@@ -159,12 +159,12 @@ def test_actor_frame_path_round_trips_through_replay(monkeypatch: pytest.MonkeyP
     cfg = _tiny_cfg()
     assert frame_stacked(cfg.env)
     frame_sink = _ReplaySink(FramePrioritizedReplay(4096, seed=0))
-    framed = Actor(cfg, 0, 2, frame_sink, model_factory=_factory())
+    framed = assemble(cfg, num_actors=2, model_factory=_factory()).make_actor(0, frame_sink)
     assert framed.frames
     monkeypatch.setattr(actor_mod, "frame_stacked", lambda env_cfg: False)
     array_sink = _ReplaySink(FramePrioritizedReplay(4096, seed=0))  # only .sends used
     array_sink.add = lambda b, p: array_sink.sends.append((b, p))  # type: ignore[method-assign]
-    plain = Actor(cfg, 0, 2, array_sink, model_factory=_factory())
+    plain = assemble(cfg, num_actors=2, model_factory=_factory()).make_actor(0, array_sink)
     assert not plain.frames
 
     stats = framed.run(400)

@@ -65,7 +65,7 @@ def test_debug_shows_the_traceback(in_tmp):
 def test_train_then_eval_through_the_cli(capsys, in_tmp):
     code = main(["train", "--max-env-steps", "1500", "--console", "plain", "--name", "t",
                  "--set", "actors.num_actors=1", "--set", "replay.learning_starts=200",
-                 "--set", "network.hidden_sizes=[32,32]", "--set", "evaluation.interval_s=0",
+                 "--set", "network.torso=[32]", "--set", "network.head=32", "--set", "evaluation.interval_s=0",
                  "--set", "logging.report_interval_s=0.5"])
     out = capsys.readouterr()
     assert code == 0, out.err

@@ -38,7 +38,7 @@ from apexrl.runtime import driver
 
 NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 100 * 1024 * 1024}
 TINY = ["actors.envs_per_actor=2", "replay.capacity=20000", "replay.learning_starts=200",
-        "replay.samples_per_insert=null", "network.hidden_sizes=[32,32]", "learner.batch_size=32",
+        "replay.samples_per_insert=null", "network.torso=[32]", "network.head=32", "learner.batch_size=32",
         "evaluation.interval_s=0", "logging.report_interval_s=1", "logging.tensorboard=false",
         "checkpoint.every_reports=0"]
 JOIN_S = 180  # generous: a node takes ~10 s to join on a loaded 2-core host
@@ -77,20 +77,6 @@ class HookConsole(Console):
     def update(self, record: dict[str, Any]) -> None:
         self.records.append(record)
         self.hook(record)
-
-
-@pytest.fixture
-def topologies(monkeypatch):
-    """The driver's ``_Topology`` objects, so a test can reach the actor handles of a running train()."""
-    made: list[Any] = []
-    orig = driver._Topology.__init__
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        orig(self, *args, **kwargs)
-        made.append(self)
-
-    monkeypatch.setattr(driver._Topology, "__init__", init)
-    return made
 
 
 @pytest.mark.cluster

@@ -21,10 +21,10 @@ def test_config_is_frozen():
 
 
 def test_set_overrides_parse_values_as_yaml():
-    cfg = C.load("cartpole", ["learner.lr=3e-4", "network.hidden_sizes=[64, 64]", "stop.max_time_s=5",
+    cfg = C.load("cartpole", ["learner.lr=3e-4", "network.torso=[64, 64]", "stop.max_time_s=5",
                               "actors.num_actors=2", "env.kwargs={max_episode_steps: 100}"])
     assert cfg.learner.lr == pytest.approx(3e-4)
-    assert cfg.network.hidden_sizes == (64, 64)
+    assert cfg.network.torso == (64, 64)
     assert cfg.stop.max_time_s == 5.0
     assert cfg.actors.num_actors == 2
     assert cfg.env.kwargs == {"max_episode_steps": 100}

@@ -6,14 +6,17 @@ import gymnasium as gym
 import pytest
 import torch
 
+from apexrl.agents import get_builder
 from apexrl.config import Config
-from apexrl.networks import make_network_factory, state_dict_to_numpy
+from apexrl.core import state_dict_to_numpy
+from apexrl.runtime.assembly import System
 
 OBS, ACT = gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2)
 
 
-def _cfg() -> Config:
-    return Config().replace(**{"network.hidden_sizes": [16, 16], "evaluation.episodes": 3})
+def _system(model_factory=None) -> System:
+    cfg = Config().replace(**{"network.torso": [16], "network.head": 16, "evaluation.episodes": 3})
+    return System(cfg, get_builder("dqn"), OBS, ACT, 1, model_factory)
 
 
 def test_it_plays_the_newest_publication_and_reports_its_version(ray_local):
@@ -21,12 +24,12 @@ def test_it_plays_the_newest_publication_and_reports_its_version(ray_local):
     from apexrl.runtime.evaluator import DriverEvaluator
     from apexrl.runtime.transport import ParameterServer
 
-    cfg = _cfg()
+    system = _system()
     ps = ParameterServer.remote()
-    ev = DriverEvaluator(cfg, OBS, ACT, ps, None)
+    ev = DriverEvaluator(system, ps)
     assert ev.submit().result(timeout=60) == {"eval_returns": [], "weights_version": -1}  # nothing published
 
-    net = make_network_factory(cfg.network)(OBS, ACT)
+    net = system.make_network()
     with torch.no_grad():
         for p in net.parameters():
             p.fill_(0.5)
@@ -51,7 +54,7 @@ def test_a_failing_evaluation_reaches_the_driver_through_the_future(ray_local):
 
     ps = ParameterServer.remote()
     ray.get(ps.set.remote(0, [ray.put({"w": torch.zeros(1).numpy()})]))
-    fut = DriverEvaluator(_cfg(), OBS, ACT, ps, lambda o, a: Broken()).submit()
+    fut = DriverEvaluator(_system(lambda o, a: Broken()), ps).submit()
     with pytest.raises(RuntimeError, match="broken network"):
         fut.result(timeout=60)
 
@@ -75,7 +78,7 @@ def test_evaluation_uses_one_torch_thread_without_changing_the_callers(ray_local
     torch.set_num_threads(2)
     ps = ParameterServer.remote()
     ray.get(ps.set.remote(0, [ray.put({"w": torch.zeros(1).numpy()})]))
-    ev = DriverEvaluator(_cfg(), OBS, ACT, ps, lambda o, a: Probe())
+    ev = DriverEvaluator(_system(lambda o, a: Probe()), ps)
     ev.submit().result(timeout=60)
     assert seen and set(seen) == {1}
     assert torch.get_num_threads() == 2  # restored before the result is handed over

@@ -57,11 +57,10 @@ def test_a_state_for_another_network_is_refused():
 
 def test_building_and_stepping_a_learner_does_not_import_torch_dynamo():
     code = (
-        "import sys, numpy as np, gymnasium as gym\n"
+        "import sys, numpy as np\n"
         "from apexrl.config import load\n"
-        "from apexrl.learner import Learner\n"
-        "env = gym.make('CartPole-v1')\n"
-        "L = Learner(load('cartpole', []), env.observation_space, env.action_space)\n"
+        "from apexrl.runtime.assembly import assemble\n"
+        "L = assemble(load('cartpole', [])).make_learner()\n"
         "B = 8\n"
         "b = dict(obs=np.zeros((B, 4), np.float32), next_obs=np.zeros((B, 4), np.float32),\n"
         "         action=np.zeros(B, np.int64), reward=np.ones(B, np.float32), discount=np.ones(B, np.float32))\n"

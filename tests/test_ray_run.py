@@ -5,9 +5,9 @@ import json
 import pytest
 import ray
 import torch
+from fakes import tiny_config
 
 from apexrl import checkpoint as ckpt
-from apexrl.config import Config
 from apexrl.replay.shard import ReplayShard
 from apexrl.runtime.driver import train
 
@@ -15,13 +15,8 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def tiny(**over):
-    base = {"actors.num_actors": 2, "actors.envs_per_actor": 2, "actors.send_every": 32,
-            "network.hidden_sizes": [32, 32], "learner.batch_size": 32, "replay.capacity": 5_000,
-            "replay.learning_starts": 200, "replay.num_shards": 1, "evaluation.interval_s": 0.5,
-            "evaluation.episodes": 2, "logging.report_interval_s": 0.5, "logging.console": "off",
-            "checkpoint.every_reports": 2, "checkpoint.replay": True, "stop.max_env_steps": 30_000}
-    base.update(over)
-    return Config().replace(**base)
+    return tiny_config(**{"evaluation.interval_s": 0.5, "evaluation.episodes": 2, "checkpoint.every_reports": 2,
+                          "checkpoint.replay": True, "stop.max_env_steps": 30_000, **over})
 
 
 def test_two_actors_train_checkpoint_and_resume(tmp_path):
@@ -68,5 +63,5 @@ def test_resume_with_an_incompatible_network_is_a_clear_error(tmp_path):
     run = tmp_path / "run"
     train(tiny(**{"stop.max_env_steps": 3_000, "evaluation.interval_s": 0}), run_dir=run)
     with pytest.raises(CheckpointError, match="does not fit this config's network"):
-        train(tiny(**{"stop.max_env_steps": 6_000, "network.hidden_sizes": [16, 16]}), resume=run)
+        train(tiny(**{"stop.max_env_steps": 6_000, "network.torso": [16], "network.head": 16}), resume=run)
     assert not ray.is_initialized()

@@ -46,7 +46,7 @@ def test_soak_with_random_kills(tmp_path):
     cfg = Config().replace(**{
         "actors.num_actors": 2, "replay.num_shards": 2, "replay.capacity": 50_000,
         "checkpoint.every_reports": 30, "checkpoint.replay": True, "checkpoint.keep": 100,
-        "logging.console": "plain", "stop.max_time_s": SOAK_S, "network.hidden_sizes": [64, 64]})
+        "logging.console": "plain", "stop.max_time_s": SOAK_S, "network.torso": [64], "network.head": 64})
     stop, kills, rss = threading.Event(), [], []
     t = threading.Thread(target=_killer, args=(stop, kills, rss), daemon=True)
     t.start()

@@ -162,7 +162,7 @@ def test_tune_runs_trials_end_to_end(tmp_path, capsys):
                "--out", str(out), "--set", "actors.num_actors=1", "--set", "replay.learning_starts=200",
                "--set", "evaluation.interval_s=1", "--set", "evaluation.episodes=2",
                "--set", "logging.report_interval_s=1", "--set", "logging.tensorboard=false",
-               "--set", "network.hidden_sizes=[32,32]"])
+               "--set", "network.torso=[32]", "--set", "network.head=32"])
     text = capsys.readouterr().out
     assert rc == 0, text
     rows = json.loads((out / "results.json").read_text())

@@ -9,9 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
-from apexrl.config import EnvConfig, NetworkConfig
+from apexrl.agents import get_builder
+from apexrl.config import Config, EnvConfig, NetworkConfig
 from apexrl.envs import env_spaces
-from apexrl.networks import build_network
 from apexrl.video import VideoError, open_writer, record_episode
 
 
@@ -26,10 +26,13 @@ def _gif_frames(path: Path) -> tuple[int, int, tuple[int, int]]:
         return im.n_frames, total, im.size
 
 
-def _net(cfg: EnvConfig) -> torch.nn.Module:
+def _net(cfg: EnvConfig):
+    """A greedy policy of an untrained network, as ``apexrl eval --video`` records."""
     torch.manual_seed(0)
     obs, act = env_spaces(cfg)
-    return build_network(obs, act, NetworkConfig(hidden_sizes=(16, 16)))
+    config = Config(env=cfg, network=NetworkConfig(torso=(16,), head=16))
+    builder = get_builder("dqn")
+    return builder.make_eval_policy(config, builder.make_network(config, obs, act), act, 1, seed=0)
 
 
 def test_cartpole_gif_has_one_frame_per_step(tmp_path: Path) -> None:

@@ -78,11 +78,15 @@ def ale_kwargs(cfg: EnvConfig) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if k not in cfg.kwargs}
 
 
+def is_atari(cfg: EnvConfig) -> bool:
+    if cfg.atari is not None:
+        return cfg.atari
+    return cfg.id.startswith("ALE/") or "NoFrameskip" in cfg.id
+
+
 def frame_stacked(cfg: EnvConfig) -> bool:
     """Whether observations are frame stacks that actors send as de-duplicated frames (and replay
-    shards store with ``FramePrioritizedReplay``); the driver uses the same condition."""
-    from apexrl.envs.factory import is_atari
-
+    shards store with ``FramePrioritizedReplay``); actors and the assembly of shards use this one test."""
     return is_atari(cfg) and cfg.frame_stack > 1
 
 

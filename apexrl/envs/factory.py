@@ -12,12 +12,13 @@ import gymnasium as gym
 import numpy as np
 
 from apexrl.config import EnvConfig
+from apexrl.envs.atari import is_atari, make_atari
 
 log = logging.getLogger(__name__)
 
 
 class EnvSpecError(ValueError):
-    """The env id or its spaces cannot be used by DQN; the message says why and what to do."""
+    """The env id or its spaces cannot be used by the agent; the message says why and what to do."""
 
 
 @functools.cache
@@ -41,12 +42,6 @@ def _import_env_module(env_id: str) -> str:
     except ImportError as e:
         raise EnvSpecError(f"env.id '{env_id}': cannot import module '{module}' ({e})") from None
     return name
-
-
-def is_atari(cfg: EnvConfig) -> bool:
-    if cfg.atari is not None:
-        return cfg.atari
-    return cfg.id.startswith("ALE/") or "NoFrameskip" in cfg.id
 
 
 def _raw_make(cfg: EnvConfig, render_mode: str | None = None, **extra: Any) -> gym.Env:
@@ -73,8 +68,6 @@ def make_env(cfg: EnvConfig, seed: int | None = None, training: bool = True,
     """One environment. ``training=False`` gives the evaluation variant (Atari: unclipped score,
     life loss not terminal)."""
     if is_atari(cfg):
-        from apexrl.envs.atari import make_atari
-
         env = make_atari(cfg, training=training, render_mode=render_mode, raw_make=_raw_make)
     else:
         env = _raw_make(cfg, render_mode=render_mode)
@@ -93,7 +86,8 @@ def env_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
 
 
 def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
-    """Make the env once in the driver so that a bad id or action space fails before anything starts."""
+    """Make the env once in the driver so that a bad id or observation space fails before anything starts
+    (the agent's builder checks the action space)."""
     env_id = _import_env_module(cfg.id)
     if env_id not in gym.registry:
         if cfg.id.startswith("ALE/") or is_atari(cfg):
@@ -103,12 +97,6 @@ def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}")
     obs_space, act_space = env_spaces(cfg)
-    if not isinstance(act_space, gym.spaces.Discrete):
-        kind = "continuous (Box)" if isinstance(act_space, gym.spaces.Box) else type(act_space).__name__
-        raise EnvSpecError(
-            f"env '{cfg.id}' has a {kind} action space; DQN/Ape-X needs a discrete one "
-            "(choose a Discrete-action env, or discretize the actions with a wrapper)"
-        )
     if not isinstance(obs_space, gym.spaces.Box) or obs_space.shape is None:
         raise EnvSpecError(f"env '{cfg.id}' has observation space {obs_space}; apexrl needs a Box (array) space")
     if not np.issubdtype(obs_space.dtype, np.number):

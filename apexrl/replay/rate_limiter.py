@@ -14,13 +14,12 @@ Why the band is lopsided: b must absorb an actor's whole send (``ratio * send_ev
 stall on their own granularity, but a learner allowed that far ahead spends it the moment replay is warm,
 as a burst of updates on the warm-up's few thousand random-policy transitions. On CartPole that burst
 (256 updates) cut the seeds solved within 2,250 updates from 23 to 13 of 32 and those never solved in
-8,000 from 1 to 7 (``bench sweep --pipelined --lead``, benchmarks/results/lead-20261203).
+8,000 from 1 to 7 (docs/design.md).
 
 Why the actors' band is narrower until the learner's first sample (given ``batch_size``): the learner's
 process is the last to start (torch, its network) while the actors already act, and the full band lets
 them put ``error_buffer / ratio`` transitions of the untrained network (2,048 on CartPole) past
-``min_size``, plus a send each, before the first update; that kind of lead cost solves (``bench sweep
---actor-lead``; through Ray, benchmarks/results/warmup-gate-20261203). Until the first sample the
+``min_size``, plus a send each, before the first update; that kind of lead cost solves (docs/design.md). Until the first sample the
 actors may insert only what the learner's first batch needs, ``max(0, batch_size - lead)`` samples' worth
 (0 with the default lead): they stop at ``min_size`` plus the send that crossed it, and leave the cores
 to the learner's start-up. The warm-up cannot deadlock: at that point the learner may sample.

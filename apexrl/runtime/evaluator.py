@@ -16,13 +16,11 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any
 
-import gymnasium as gym
 import ray
 import torch
 
-from apexrl.config import Config
 from apexrl.evaluation import evaluate
-from apexrl.networks import ModelFactory, load_numpy_state_dict, make_network_factory
+from apexrl.runtime.assembly import System
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +41,9 @@ def _one_torch_thread() -> Iterator[None]:
 class DriverEvaluator:
     """Evaluates the newest published weights, in the caller's thread or on a background one."""
 
-    def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space, ps: Any,
-                 model_factory: ModelFactory | None) -> None:
-        self.cfg = cfg
-        self.ps = ps
-        self.net = (model_factory or make_network_factory(cfg.network))(observation_space, action_space)
+    def __init__(self, system: System, ps: Any) -> None:
+        self.system, self.cfg, self.ps = system, system.cfg, ps
+        self.net = system.make_network()
         self.round = 0
 
     def submit(self) -> Future[dict[str, Any]]:
@@ -71,10 +67,11 @@ class DriverEvaluator:
         if got is None:
             return {"eval_returns": [], "weights_version": -1}
         version, [ref] = got
-        load_numpy_state_dict(self.net, ray.get(ref, timeout=60))
         ev = self.cfg.evaluation
         self.round += 1
+        seed = self.cfg.seed * 7 + 1_000_000 + self.round
+        policy = self.system.make_eval_policy(self.net, ev.episodes, seed)
+        policy.set_weights(ray.get(ref, timeout=60))
         t0 = time.perf_counter()
-        returns = evaluate(self.net, self.cfg.env, ev.episodes, seed=self.cfg.seed * 7 + 1_000_000 + self.round,
-                           epsilon=ev.epsilon)
+        returns = evaluate(policy, self.cfg.env, ev.episodes, seed=seed)
         return {"eval_returns": returns, "weights_version": version, "eval_time_s": time.perf_counter() - t0}

@@ -1,27 +1,30 @@
-"""All Ape-X roles in one process, interleaved: the same Actor, ReplayShard and Learner classes the Ray
-runtime wraps, with direct calls for transport. For tests, debugging and profiling without Ray."""
+"""All Ape-X roles in one process, interleaved: the same System, Actor, ReplayShard, replay client and
+learner loop as the Ray runtime, with direct calls for transport. For tests, debugging, profiling and
+benchmarks of the algorithm without Ray.
+
+The loop alternates the roles the way the shards' rate limiter lets them run side by side: actors act
+while the shards accept data, the learner updates while they grant samples.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import gymnasium as gym
 import numpy as np
-import torch
 
-from apexrl.actor import Actor
+from apexrl.agents.base import ModelFactory
 from apexrl.config import Config
 from apexrl.core import Batch, Weights
-from apexrl.envs import check_env, is_atari
 from apexrl.evaluation import evaluate
-from apexrl.learner import Learner
+from apexrl.replay.client import LocalShards
 from apexrl.replay.shard import ReplayShard
+from apexrl.runtime.actor import Actor
+from apexrl.runtime.assembly import System, assemble
+from apexrl.runtime.learning import LearnerLoop
 
 
 class LocalSink:
-    """Round-robin over in-process shards; the rate limiter's actor side is a no-op here because the
-    loop below alternates the roles itself."""
+    """Round-robin over in-process shards; the rate limiter's actor side is the runner's loop."""
 
     def __init__(self, shards: list[ReplayShard], start: int = 0) -> None:
         self.shards, self._next = shards, start
@@ -68,74 +71,66 @@ class LocalResult:
 
 
 @dataclass
-class LocalTopology:
-    """Every role built in this process and wired as the Ray runtime wires them."""
+class LocalSystem:
+    """Every role built in this process from one System, wired as the Ray runtime wires them."""
 
-    cfg: Config
+    system: System
     shards: list[ReplayShard]
     hub: LocalWeights
-    learner: Learner
+    loop: LearnerLoop
     actors: list[Actor]
 
-    def learn_once(self, shard: ReplayShard) -> dict[str, float] | None:
-        """One learner update from ``shard``, priorities written back, weights published on the learner's
-        period; None when the shard refuses to sample (warming up or rate-limited)."""
-        res = shard.sample(self.cfg.learner.batch_size, self.learner.beta())
-        if "batch" not in res:
-            return None
-        prios, metrics = self.learner.update(res["batch"], res["weights"])
-        if prios is not None:
-            shard.update_priorities(res["indices"], prios)
-        if self.learner.updates % self.cfg.learner.publish_period == 0:
-            self.hub.publish(self.learner.updates, self.learner.weights())
-        return metrics
+    def inserting_allowed(self) -> bool:
+        return any(s.insert_allowed() for s in self.shards)
+
+    def act(self, steps: int) -> list[dict]:
+        return [a.run(steps) for a in self.actors]
+
+    def learn(self, max_updates: int) -> dict:
+        """Up to ``max_updates`` updates; stops early when replay refuses a sample."""
+        return self.loop.train(float("inf"), max_updates=max_updates, stop_when_refused=True)
+
+    def evaluate(self, episodes: int, seed: int) -> list[float]:
+        net = self.system.make_network()
+        policy = self.system.make_eval_policy(net, episodes, seed)
+        policy.set_weights(self.loop.learner.weights())
+        return evaluate(policy, self.system.cfg.env, episodes, seed=seed)
 
     def close(self) -> None:
         for a in self.actors:
             a.close()
 
 
-def build_local(cfg: Config, num_actors: int = 1,
-                model_factory: Callable[[gym.Space, gym.Space], torch.nn.Module] | None = None) -> LocalTopology:
-    obs_space, act_space = check_env(cfg.env)
-    r = cfg.replay
-    shards = [ReplayShard(r.capacity // r.num_shards, r.alpha, seed=cfg.seed + i,
-                          min_size=max(1, r.learning_starts // r.num_shards), frames=is_atari(cfg.env))
-              for i in range(r.num_shards)]
+def build_local(cfg: Config, num_actors: int = 1, model_factory: ModelFactory | None = None) -> LocalSystem:
+    system = assemble(cfg, num_actors=num_actors, model_factory=model_factory)
+    shards = [system.make_shard(i) for i in range(cfg.replay.num_shards)]
     hub = LocalWeights()
-    learner = Learner(cfg, obs_space, act_space, model_factory)
-    hub.publish(0, learner.weights())
-    actors = [Actor(cfg, i, num_actors, LocalSink(shards, i), hub.source(), model_factory) for i in range(num_actors)]
-    return LocalTopology(cfg, shards, hub, learner, actors)
+    loop = system.make_learner_loop(LocalShards(shards), hub.publish)
+    actors = [system.make_actor(i, LocalSink(shards, i), hub.source()) for i in range(num_actors)]
+    return LocalSystem(system, shards, hub, loop, actors)
 
 
 def run_local(cfg: Config, env_steps: int, num_actors: int = 1, updates_per_round: int = 4,
               steps_per_round: int = 8, eval_episodes: int = 0,
-              model_factory: Callable[[gym.Space, gym.Space], torch.nn.Module] | None = None) -> LocalResult:
-    """Alternate ``steps_per_round`` vector steps of every actor with ``updates_per_round`` learner updates
-    until ``env_steps`` env steps were taken; optionally evaluate greedily at the end."""
-    topo = build_local(cfg, num_actors, model_factory)
-    rng = np.random.default_rng(cfg.seed)
+              model_factory: ModelFactory | None = None) -> LocalResult:
+    """Alternate ``steps_per_round`` vector steps of every actor (while replay accepts data) with up to
+    ``updates_per_round`` learner updates until ``env_steps`` env steps were taken; optionally evaluate
+    greedily at the end."""
+    local = build_local(cfg, num_actors, model_factory)
     result = LocalResult(0, 0)
     while result.env_steps < env_steps:
-        for a in topo.actors:
-            stats = a.run(steps_per_round)
-            result.env_steps += stats["env_steps"]
-            result.train_returns += stats["episode_returns"]
-        for _ in range(updates_per_round):
-            ready = [s for s in topo.shards if len(s.buffer) >= s.min_size]
-            if not ready:
-                break
-            metrics = topo.learn_once(ready[int(rng.integers(len(ready)))])
-            if metrics is None:
-                break
-            if "loss" in metrics:
-                result.losses.append(metrics["loss"])
-        result.updates = topo.learner.updates
-    topo.close()
+        if local.inserting_allowed():
+            for stats in local.act(steps_per_round):
+                result.env_steps += stats["env_steps"]
+                result.train_returns += stats["episode_returns"]
+        res = local.learn(updates_per_round)
+        if "loss" in res["metrics"]:
+            result.losses.append(res["metrics"]["loss"])
+        result.updates = local.loop.learner.updates
+    local.close()
     if eval_episodes:
-        result.eval_returns = evaluate(topo.learner.net.cpu(), cfg.env, eval_episodes, seed=cfg.seed + 999)
+        result.eval_returns = local.evaluate(eval_episodes, seed=cfg.seed + 999)
     return result
 
 
-__all__ = ["LocalResult", "LocalSink", "LocalTopology", "LocalWeights", "build_local", "run_local"]
+__all__ = ["LocalResult", "LocalSink", "LocalSystem", "LocalWeights", "build_local", "run_local"]

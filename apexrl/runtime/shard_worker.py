@@ -35,12 +35,6 @@ class ReplayShardWorker:
     def stop_rate_limiting(self) -> None:
         self.shard.stop_rate_limiting()
 
-    def sample(self, batch_size: int, beta: float) -> dict[str, Any]:
-        return self.shard.sample(batch_size, beta)
-
-    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
-        self.shard.update_priorities(indices, priorities)
-
     def update_and_sample(self, indices: np.ndarray | None, priorities: np.ndarray | None, batch_size: int,
                           beta: float, num_batches: int = 1) -> dict[str, Any]:
         return self.shard.update_and_sample(indices, priorities, batch_size, beta, num_batches)
@@ -53,6 +47,3 @@ class ReplayShardWorker:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.shard.load_state_dict(state)
-
-    def pid(self) -> int:
-        return os.getpid()

@@ -1,0 +1,25 @@
+"""Agents: one package per algorithm behind :class:`~apexrl.agents.base.AgentBuilder`.
+
+``config.agent`` names the builder. Adding an agent: a package here with a builder, one line in
+``BUILDERS``, and a preset in ``apexrl/configs/``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apexrl.agents.base import AgentBuilder
+
+BUILDERS: dict[str, str] = {"dqn": "apexrl.agents.dqn:DQNBuilder"}
+
+
+def get_builder(name: str) -> AgentBuilder:
+    if name not in BUILDERS:
+        raise ValueError(f"unknown agent '{name}'; allowed: {', '.join(sorted(BUILDERS))}")
+    module, _, cls = BUILDERS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+__all__ = ["BUILDERS", "get_builder"]

@@ -1,0 +1,113 @@
+"""What an agent gives the runtime: a builder of networks, acting policies and a learner.
+
+In the spirit of Acme's ``Builder``: the runtime (actors' env loop, n-step, replay, transport,
+supervision, checkpoints) calls only these methods, so a new algorithm is a new package under
+``apexrl/agents/`` registered in ``apexrl/agents/__init__.py``, with nothing to change in ``runtime/``.
+
+    builder = get_builder(cfg.agent)
+    builder.check_spaces(env_id, obs_space, act_space)          # before anything starts
+    net = builder.make_network(cfg, obs_space, act_space)         # what actors act with
+    policy = builder.make_actor_policy(cfg, net, act_space, i, N, envs, seed)
+    learner = builder.make_learner(cfg, obs_space, act_space)     # learner.weights() -> policy.set_weights
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from apexrl.config import Config
+from apexrl.core import Batch, Weights
+
+
+class ModelFactory(Protocol):
+    """``model_factory(observation_space, action_space) -> nn.Module``: a user's own acting network.
+
+    Factories, not live modules, cross process boundaries: each actor and the learner build their own copy.
+    """
+
+    def __call__(self, observation_space: gym.Space, action_space: gym.Space) -> torch.nn.Module: ...
+
+
+class Policy(Protocol):
+    """Acts in a batch of E environments and gives the initial priorities of what it sent.
+
+    Two ways to prioritize: ``priorities(batch)`` from the observations themselves (array observations),
+    or, where a batch carries only keys of observations (de-duplicated frame stacks), from values the
+    policy kept when it acted: ``act(obs, keys)`` and ``remember`` let it keep them, ``keyed_priorities``
+    uses them. ``precompute`` computes values for the observations the next ``act`` will see (reused there).
+    """
+
+    exploration_name: str  # what the per-env exploration figure is called in metrics ("epsilon", "noise")
+    exploration: np.ndarray  # [E] exploration of each environment slot
+
+    def set_weights(self, weights: Weights) -> None: ...
+
+    def act(self, obs: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray: ...
+
+    def priorities(self, batch: Batch) -> np.ndarray:
+        """|TD| + eps of transitions with ``obs``, ``action``, ``reward``, ``discount``, ``next_obs``."""
+        ...
+
+    def remember(self, obs: np.ndarray, keys: np.ndarray, bootstrap: np.ndarray) -> None:
+        """Keep values of observations that will not be acted on (episode ends); zero where not bootstrap."""
+        ...
+
+    def precompute(self, obs: np.ndarray, keys: np.ndarray) -> None: ...
+
+    def knows(self, keys: np.ndarray) -> bool: ...
+
+    def keyed_priorities(self, obs_keys: np.ndarray, action: np.ndarray, reward: np.ndarray,
+                         discount: np.ndarray, next_keys: np.ndarray) -> np.ndarray: ...
+
+
+class Learner(Protocol):
+    """One gradient step at a time on prioritized batches; Ray-free.
+
+    ``state_dict()["net"]`` is the acting network's state (what ``weights()`` publishes), so a
+    checkpoint can be evaluated without knowing the agent's other parts.
+    """
+
+    updates: int
+    skipped_updates: int
+    consecutive_skips: int
+
+    def update(self, batch: Batch, weights: np.ndarray) -> tuple[np.ndarray | None, dict[str, float]]:
+        """Returns (new priorities, metrics); priorities are None when the update was skipped."""
+        ...
+
+    def weights(self) -> Weights: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class AgentBuilder(Protocol):
+    name: str
+
+    def check_spaces(self, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
+        """Raise ``EnvSpecError`` with one line naming what to change if the agent cannot use these spaces."""
+        ...
+
+    def make_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                     model_factory: ModelFactory | None = None) -> torch.nn.Module: ...
+
+    def make_actor_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space,
+                          actor_index: int, num_actors: int, num_envs: int, seed: int,
+                          key_capacity: int = 0) -> Policy:
+        """Actor ``actor_index`` of ``num_actors``, with its share of the agent's spread of exploration;
+        ``key_capacity`` > 0: keyed priorities over that many recent observation keys."""
+        ...
+
+    def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
+                         seed: int, explore: float | None = None) -> Policy:
+        """The policy evaluations play with: greedy at ``explore`` = 0; None = the config's evaluation setting."""
+        ...
+
+    def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                     model_factory: ModelFactory | None = None, device: str | None = None) -> Learner: ...
+

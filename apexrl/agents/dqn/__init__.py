@@ -1,0 +1,51 @@
+"""Ape-X DQN: dueling Q-network, epsilon-greedy actors with Ape-X's spread of epsilons, double-DQN
+n-step learner (Horgan et al., 2018)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from apexrl.agents.base import ModelFactory
+from apexrl.agents.dqn.exploration import actor_epsilons
+from apexrl.agents.dqn.learner import DQNLearner
+from apexrl.agents.dqn.networks import build_network
+from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
+from apexrl.config import Config
+from apexrl.envs import EnvSpecError
+
+
+class DQNBuilder:
+    name = "dqn"
+
+    def check_spaces(self, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
+        if not isinstance(action_space, gym.spaces.Discrete):
+            kind = "continuous (Box)" if isinstance(action_space, gym.spaces.Box) else type(action_space).__name__
+            raise EnvSpecError(f"env '{env_id}' has a {kind} action space; agent 'dqn' needs a discrete one "
+                               "(choose a Discrete-action env, or discretize the actions with a wrapper)")
+
+    def make_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                     model_factory: ModelFactory | None = None) -> torch.nn.Module:
+        if model_factory is not None:
+            return model_factory(observation_space, action_space)
+        return build_network(observation_space, action_space, cfg.network)
+
+    def make_actor_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space,
+                          actor_index: int, num_actors: int, num_envs: int, seed: int,
+                          key_capacity: int = 0) -> EpsilonGreedyPolicy:
+        a = cfg.actors
+        eps = actor_epsilons(actor_index, num_actors, num_envs, a.eps_base, a.eps_alpha, a.epsilon_per)
+        return EpsilonGreedyPolicy(network, int(action_space.n), eps, seed,  # type: ignore[attr-defined]
+                                   cfg.replay.priority_eps, key_capacity)
+
+    def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
+                         seed: int, explore: float | None = None) -> EpsilonGreedyPolicy:
+        eps = cfg.evaluation.epsilon if explore is None else explore
+        return EpsilonGreedyPolicy(network, int(action_space.n), np.full(num_envs, eps),  # type: ignore[attr-defined]
+                                   seed, cfg.replay.priority_eps)
+
+    def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                     model_factory: ModelFactory | None = None, device: str | None = None) -> DQNLearner:
+        torch.manual_seed(cfg.seed)
+        return DQNLearner(cfg, self.make_network(cfg, observation_space, action_space, model_factory), device)

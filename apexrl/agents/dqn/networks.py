@@ -1,0 +1,98 @@
+"""Q-networks: an MLP or Nature-CNN torso under a dueling head.
+
+A network maps a batch of observations to Q-values ``[B, num_actions]``. Image observations stay uint8
+until the network scales them, so replay and Ray transfers carry 1 byte per pixel.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from apexrl.config import NetworkConfig
+
+
+class DuelingHead(nn.Module):
+    """Q(s, a) = V(s) + A(s, a) - mean_a A(s, a)  (Wang et al., 2016, eq. 9)."""
+
+    def __init__(self, in_features: int, num_actions: int, hidden: int) -> None:
+        super().__init__()
+        self.value = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.advantage = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_actions))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        adv = self.advantage(h)
+        return self.value(h) + adv - adv.mean(dim=1, keepdim=True)
+
+
+class MLPTorso(nn.Module):
+    def __init__(self, in_features: int, sizes: tuple[int, ...]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for h in sizes:
+            layers += [nn.Linear(in_features, h), nn.ReLU()]
+            in_features = h
+        self.net = nn.Sequential(nn.Flatten(), *layers)
+        self.out_features = in_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x.float())
+
+
+class NatureCNNTorso(nn.Module):
+    """Mnih et al. (2015): 3 conv layers on [B, C, 84, 84] uint8 frames, scaled to [0, 1] here."""
+
+    def __init__(self, in_channels: int, height: int, width: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            self.out_features = int(self.net(torch.zeros(1, in_channels, height, width)).shape[1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x.float() * (1.0 / 255.0))
+
+
+class QNetwork(nn.Module):
+    """Torso -> (dueling or plain) head with ``head_hidden`` units per stream."""
+
+    def __init__(self, torso: nn.Module, out_features: int, num_actions: int, head_hidden: int, dueling: bool):
+        super().__init__()
+        self.torso = torso
+        if dueling:
+            self.head: nn.Module = DuelingHead(out_features, num_actions, head_hidden)
+        else:
+            self.head = nn.Sequential(nn.Linear(out_features, head_hidden), nn.ReLU(),
+                                      nn.Linear(head_hidden, num_actions))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.torso(x))
+
+
+def is_image_space(space: gym.Space) -> bool:
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+
+
+def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: NetworkConfig) -> nn.Module:
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ValueError(f"DQN needs a discrete action space, got {action_space}")
+    n = int(action_space.n)
+    shape = observation_space.shape
+    if shape is None:
+        raise ValueError(f"observation space {observation_space} has no shape; DQN needs array observations")
+    kind = cfg.kind
+    if kind == "auto":
+        kind = "nature_cnn" if is_image_space(observation_space) else "mlp"
+    if kind == "nature_cnn":
+        if len(shape) != 3:
+            raise ValueError(f"network.kind=nature_cnn needs [C, H, W] observations, got shape {shape}")
+        torso: nn.Module = NatureCNNTorso(shape[0], shape[1], shape[2])
+    else:
+        torso = MLPTorso(int(np.prod(shape)), cfg.torso)
+    return QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling)  # type: ignore[arg-type]

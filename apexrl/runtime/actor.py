@@ -1,0 +1,227 @@
+"""The Ape-X actor's env loop: acts in a batch of envs with the agent's policy, builds n-step
+transitions, has the policy prioritize them and sends them to replay in batches (Horgan et al., 2018,
+Algorithm 1). Agent-free: what to do in a state and how to prioritize is the policy's business.
+
+Two observation paths:
+
+* arrays (classic control): the n-step builder carries the observations themselves; the policy
+  prioritizes a send from them (``Policy.priorities``).
+* frame stacks (Atari, ``frame_stacked(cfg.env)``): a :class:`~apexrl.replay.frames.FrameStackEncoder`
+  gives every frame an id; the n-step builder carries ``[K frame ids, key]`` rows, where the key is a
+  serial number per stacked observation, and a send is the encoder's de-duplicated payload (each frame
+  once, ~7 KB per transition instead of 56 KB), the format ``FramePrioritizedReplay.add`` takes. The
+  policy prioritizes by key from values it kept when acting (``Policy.keyed_priorities``).
+
+Ray-free: ``runtime/workers.py`` wraps this class as a Ray actor; tests drive it in-process.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from apexrl.agents.base import AgentBuilder, ModelFactory
+from apexrl.config import Config
+from apexrl.core import ReplaySink, WeightSource
+from apexrl.envs import frame_stacked, make_env
+from apexrl.replay.frames import FrameStackEncoder
+from apexrl.replay.nstep import NStepBuilder
+
+log = logging.getLogger(__name__)
+
+EnvFactory = Callable[[int], gym.Env]
+
+
+def actor_seed(seed: int, actor_index: int) -> int:
+    """Each actor (and each of its envs, +i) gets its own stream, stable across restarts."""
+    return (seed * 1_000_003 + 7919 * (actor_index + 1)) % (2**31 - 1)
+
+
+def finite_priorities(prios: np.ndarray) -> tuple[np.ndarray, int]:
+    """Replay rejects non-finite priorities; a diverged actor network must not silently drop all its
+    data, so such transitions get priority 1 (the learner then sees, and counts, the bad updates)."""
+    bad = ~np.isfinite(prios)
+    if not bad.any():
+        return prios, 0
+    return np.where(bad, 1.0, prios), int(bad.sum())
+
+
+class Actor:
+    def __init__(self, cfg: Config, builder: AgentBuilder, actor_index: int, num_actors: int, sink: ReplaySink,
+                 weights: WeightSource | None = None, model_factory: ModelFactory | None = None,
+                 env_factory: EnvFactory | None = None) -> None:
+        self.cfg, self.index = cfg, actor_index
+        self.sink, self.weights = sink, weights
+        E = cfg.actors.envs_per_actor
+        self.seed = actor_seed(cfg.seed, actor_index)
+        make = env_factory or (lambda s: make_env(cfg.env, seed=None, training=True))
+        self.envs = SyncVectorEnv([(lambda i=i: make(self.seed + i)) for i in range(E)],
+                                  autoreset_mode=AutoresetMode.SAME_STEP)
+        self.obs, _ = self.envs.reset(seed=[self.seed + i for i in range(E)])
+        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+        torch.manual_seed(self.seed)  # same seed, same initial network: runs are reproducible
+        net = builder.make_network(cfg, obs_space, act_space, model_factory)
+        self.frames = frame_stacked(cfg.env)
+        key_capacity = self._init_frames(E) if self.frames else 0
+        self.policy = builder.make_actor_policy(cfg, net, act_space, actor_index, num_actors, E, self.seed,
+                                                key_capacity)
+        self.nstep = NStepBuilder(E, cfg.learner.n_step, cfg.learner.gamma)
+        self.frames_sent = 0
+        self._pending: list[dict[str, np.ndarray]] = []
+        self._pending_count = 0
+        self._ep_return = np.zeros(E)
+        self._ep_length = np.zeros(E, dtype=np.int64)
+        self._since_sync = 0
+        self.weights_version = -1
+        self.env_steps = 0
+        self.transitions_sent = 0
+        self.nonfinite_priorities = 0
+        self.episodes = 0
+
+    def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
+        self.policy.set_weights(weights)
+        self.weights_version = version
+
+    # ------------------------------------------------------------------ frame path (Atari)
+    def _init_frames(self, E: int) -> int:
+        """Set up the frame encoder and the first keys; return how many recent keys the policy must keep."""
+        K = self.cfg.env.frame_stack
+        if self.obs.ndim < 3 or self.obs.shape[1] != K:
+            raise ValueError(f"env '{self.cfg.env.id}' gives observations of shape {self.obs.shape[1:]}, but "
+                             f"the frame path needs [{K}, H, W] stacks (env.frame_stack={K})")
+        n, send = self.cfg.learner.n_step, self.cfg.actors.send_every
+        # Frames and keys stay needed from a window's first observation until its send: at most
+        # (send_every / E + n + K + 2) vector steps, each observing <= 2E stacks (resets: K frames each).
+        steps = -(-send // E) + n + K + 2
+        self.encoder = FrameStackEncoder(E, K, cache_size=max(4096, 2 * E * K * steps))
+        self._serials = 0
+        ids = self.encoder.observe_reset(np.arange(E), self.obs)
+        self._tokens = np.concatenate([ids, self._new_serials(E)[:, None]], axis=1)
+        return max(1024, 4 * E * steps)
+
+    def _new_serials(self, m: int) -> np.ndarray:
+        out = np.arange(self._serials, self._serials + m, dtype=np.int64)
+        self._serials += m
+        return out
+
+    def _frame_tokens(self, next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                      done: np.ndarray, info: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Advance the encoder; return (tokens of next_obs, tokens of the true successors)."""
+        final_tokens = None
+        ended = np.flatnonzero(done)
+        if len(ended):  # observe_final must come before observe_step of the same vector step
+            stacks = np.stack([info["final_obs"][e] for e in ended])
+            final_tokens = np.concatenate([self.encoder.observe_final(ended, stacks),
+                                           self._new_serials(len(ended))[:, None]], axis=1)
+            boot = truncated[ended] & ~terminated[ended]  # only a truncated window bootstraps
+            self.policy.remember(stacks, final_tokens[:, -1], boot)
+        ids = self.encoder.observe_step(next_obs, reset_mask=done)
+        tokens = np.concatenate([ids, self._new_serials(len(ids))[:, None]], axis=1)
+        true_next = tokens
+        if final_tokens is not None:
+            true_next = tokens.copy()
+            true_next[ended] = final_tokens
+        return tokens, true_next
+
+    def _frame_payload(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The FramePrioritizedReplay payload of a batch of token transitions, and its priorities."""
+        K = self.cfg.env.frame_stack
+        s0, s1 = batch["obs"][:, K], batch["next_obs"][:, K]
+        if not self.policy.knows(s1):  # successors not acted on yet: the current observations
+            self.policy.precompute(self.obs, self._tokens[:, K])
+        prios = self.policy.keyed_priorities(s0, batch["action"], batch["reward"], batch["discount"], s1)
+        payload = self.encoder.encode(batch["obs"][:, :K], batch["next_obs"][:, :K])
+        self.frames_sent += len(payload["frames"])
+        for k in ("action", "reward", "discount"):
+            payload[k] = batch[k]
+        return payload, prios
+
+    # ------------------------------------------------------------------ the loop
+    def _sync(self) -> None:
+        if self.weights is None:
+            return
+        got = self.weights.poll()
+        if got is not None:
+            self.set_weights(got[1], got[0])
+
+    def run(self, num_steps: int) -> dict[str, Any]:
+        """Step every env ``num_steps`` times (``num_steps * envs_per_actor`` env steps); return stats."""
+        t0 = time.perf_counter()
+        returns: list[float] = []
+        lengths: list[int] = []
+        E = self.cfg.actors.envs_per_actor
+        for _ in range(num_steps):
+            action = self.policy.act(self.obs, self._tokens[:, -1] if self.frames else None)
+            next_obs, reward, terminated, truncated, info = self.envs.step(action)
+            done = terminated | truncated
+            if self.frames:
+                tokens, true_next = self._frame_tokens(next_obs, terminated, truncated, done, info)
+                out = self.nstep.step(self._tokens, action, reward, true_next, terminated, truncated)
+                self._tokens = tokens
+            else:
+                true_next = next_obs
+                if done.any():
+                    true_next = next_obs.copy()
+                    for e in np.flatnonzero(done):
+                        true_next[e] = info["final_obs"][e]
+                out = self.nstep.step(self.obs, action, reward, true_next, terminated, truncated)
+            if out is not None:
+                self._pending.append(out)
+                self._pending_count += len(out["action"])
+            self._ep_return += reward
+            self._ep_length += 1
+            if done.any():
+                for e in np.flatnonzero(done):
+                    returns.append(float(self._ep_return[e]))
+                    lengths.append(int(self._ep_length[e]))
+                self._ep_return[done] = 0.0
+                self._ep_length[done] = 0
+                self.episodes += int(done.sum())
+            self.obs = next_obs
+            self.env_steps += E
+            if self._pending_count >= self.cfg.actors.send_every:
+                self._send()
+            self._since_sync += E
+            if self._since_sync >= self.cfg.actors.weight_sync_period:
+                self._since_sync = 0
+                self._sync()
+        return {
+            "actor": self.index,
+            "env_steps": num_steps * E,
+            "total_env_steps": self.env_steps,
+            "episode_returns": returns,
+            "episode_lengths": lengths,
+            "exploration": self.policy.exploration.tolist(),
+            "exploration_name": self.policy.exploration_name,
+            "weights_version": self.weights_version,
+            "transitions_sent": self.transitions_sent,
+            "frames_sent": self.frames_sent,
+            "nonfinite_priorities": self.nonfinite_priorities,
+            "time_s": time.perf_counter() - t0,
+        }
+
+    def _send(self) -> None:
+        parts = self._pending
+        batch = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        self._pending, self._pending_count = [], 0
+        if self.frames:
+            batch, prios = self._frame_payload(batch)
+        else:
+            prios = self.policy.priorities(batch)
+        prios, bad = finite_priorities(prios)
+        self.nonfinite_priorities += bad
+        self.sink.add(batch, prios)
+        self.transitions_sent += len(batch["action"])
+
+    def close(self) -> None:
+        if self._pending_count:
+            self._send()
+        self.sink.flush()
+        self.envs.close()

@@ -1,0 +1,115 @@
+"""One assembly of the system: every way apexrl runs (the Ray driver, the in-process runner, the
+trainer and agent APIs, tests, benchmarks) builds its shards, actors and learner from a :class:`System`,
+so they share seeds, the rate limiter, the frame handling and the agent.
+
+    system = assemble(cfg, cluster_cpus=4)        # checks env and agent, before anything starts
+    shard = system.make_shard(0)                   # or ReplayShardWorker.remote(**system.shard_kwargs(0))
+    actor = system.make_actor(0, sink, weights)
+    loop = system.make_learner_loop(transport, publish)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from apexrl.agents import get_builder
+from apexrl.agents.base import AgentBuilder, Learner, ModelFactory, Policy
+from apexrl.config import Config
+from apexrl.core import ReplaySink, WeightSource
+from apexrl.envs import check_env, frame_stacked
+from apexrl.replay.client import ReplayClient, ShardTransport, batches_per_request
+from apexrl.replay.rate_limiter import default_error_buffer, default_max_lead
+from apexrl.runtime.actor import Actor, EnvFactory
+from apexrl.runtime.learning import LearnerLoop, Publish
+
+
+def auto_num_actors(cfg: Config, cluster_cpus: float) -> int:
+    """Actors fill the CPUs the learner does not take (at least one)."""
+    if cfg.actors.num_actors is not None:
+        return cfg.actors.num_actors
+    per = max(cfg.actors.num_cpus, 1e-3)
+    return max(1, int((cluster_cpus - cfg.learner.num_cpus) // per))
+
+
+def logical_cpus(cfg: Config, host_cpus: int) -> int:
+    """CPUs a private Ray should advertise: as many as the run asks for (the OS shares the cores)."""
+    return max(host_cpus, int(math.ceil(auto_num_actors(cfg, host_cpus) * cfg.actors.num_cpus
+                                        + cfg.learner.num_cpus)))
+
+
+@dataclass(frozen=True)
+class System:
+    """What to build for ``cfg``; picklable, so Ray workers build their role from the same object."""
+
+    cfg: Config
+    builder: AgentBuilder
+    observation_space: gym.Space
+    action_space: gym.Space
+    num_actors: int
+    model_factory: ModelFactory | None = None
+
+    @property
+    def frames(self) -> bool:
+        return frame_stacked(self.cfg.env)
+
+    @property
+    def batches_per_request(self) -> int:
+        return batches_per_request(self.cfg)
+
+    def shard_kwargs(self, i: int) -> dict[str, Any]:
+        """Shard ``i``'s constructor arguments: its share of capacity and of the rate limiter's band."""
+        cfg, r = self.cfg, self.cfg.replay
+        spi, buffer, lead = r.samples_per_insert, 0.0, None
+        if spi is not None:
+            k = self.batches_per_request
+            buffer = r.spi_error_buffer if r.spi_error_buffer is not None else default_error_buffer(
+                spi, cfg.learner.batch_size, cfg.learner.prefetch * k, cfg.actors.send_every)
+            lead = (r.spi_max_lead / r.num_shards if r.spi_max_lead is not None
+                    else default_max_lead(cfg.learner.batch_size, k))
+        return dict(capacity=r.capacity // r.num_shards, alpha=r.alpha, seed=cfg.seed * 101 + i,
+                    min_size=max(1, r.learning_starts // r.num_shards), frames=self.frames,
+                    samples_per_insert=spi, error_buffer=buffer / r.num_shards, max_lead=lead,
+                    batch_size=cfg.learner.batch_size)
+
+    def make_shard(self, i: int) -> Any:
+        from apexrl.replay.shard import ReplayShard  # numba: only shard processes pay for it
+
+        return ReplayShard(**self.shard_kwargs(i))
+
+    def make_actor(self, i: int, sink: ReplaySink, weights: WeightSource | None = None,
+                   env_factory: EnvFactory | None = None) -> Actor:
+        return Actor(self.cfg, self.builder, i, self.num_actors, sink, weights, self.model_factory, env_factory)
+
+    def make_learner(self, device: str | None = None) -> Learner:
+        return self.builder.make_learner(self.cfg, self.observation_space, self.action_space, self.model_factory,
+                                         device)
+
+    def make_learner_loop(self, transport: ShardTransport, publish: Publish, learner: Learner | None = None,
+                          device: str | None = None) -> LearnerLoop:
+        lc = self.cfg.learner
+        client = ReplayClient(transport, self.cfg.replay.num_shards, lc.batch_size, lc.prefetch,
+                              self.batches_per_request, seed=self.cfg.seed + 17)
+        return LearnerLoop(self.cfg, learner or self.make_learner(device), client, publish)
+
+    def make_network(self) -> torch.nn.Module:
+        return self.builder.make_network(self.cfg, self.observation_space, self.action_space, self.model_factory)
+
+    def make_eval_policy(self, network: torch.nn.Module, num_envs: int, seed: int,
+                         explore: float | None = None) -> Policy:
+        return self.builder.make_eval_policy(self.cfg, network, self.action_space, num_envs, seed, explore)
+
+
+def assemble(cfg: Config, num_actors: int | None = None, cluster_cpus: float | None = None,
+             model_factory: ModelFactory | None = None) -> System:
+    """Check the env and the agent (one clear error before anything starts) and size the system:
+    ``num_actors`` given, else ``actors.num_actors``, else one per CPU of ``cluster_cpus`` (default 1)."""
+    builder = get_builder(cfg.agent)
+    obs_space, act_space = check_env(cfg.env)
+    builder.check_spaces(cfg.env.id, obs_space, act_space)
+    n = num_actors if num_actors is not None else auto_num_actors(cfg, cluster_cpus or 1.0)
+    return System(cfg, builder, obs_space, act_space, n, model_factory)

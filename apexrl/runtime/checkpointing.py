@@ -1,0 +1,107 @@
+"""Checkpoints of a Ray run: the learner's state, the counters, the config and (optionally) replay,
+requested without blocking the driver; and a resume that loads them back into a new topology."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from apexrl import checkpoint as ckpt
+from apexrl.config import Config, to_dict
+from apexrl.runtime.cluster import cause
+from apexrl.runtime.progress import Progress
+from apexrl.runtime.topology import Topology
+
+log = logging.getLogger(__name__)
+
+
+def truncate_metrics(path: Path, env_steps: int) -> None:
+    """On resume, drop report lines written after the checkpoint so the curve has no repeats."""
+    if not path.exists():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line).get("env_steps", 0) <= env_steps:
+                keep.append(line)
+        except json.JSONDecodeError:
+            continue
+    path.write_text("".join(x + "\n" for x in keep))
+
+
+class Checkpointer:
+    def __init__(self, cfg: Config, topology: Topology, run_dir: Path, progress: Progress) -> None:
+        self.cfg, self.topology, self.run_dir, self.progress = cfg, topology, run_dir, progress
+        self.replay_snapshot: list[dict[str, Any]] | None = None  # the last complete one (shard restarts use it)
+        self.last: Path | None = None
+        self.inflight: dict[str, Any] | None = None  # a periodic checkpoint's state requests
+
+    def resume(self, state: dict[str, Any], path: Path) -> None:
+        self.progress.restore(state["counters"])
+        try:
+            ray.get(self.topology.learner.load_state_dict.remote(state["learner"]))
+        except RayTaskError as e:
+            raise ckpt.CheckpointError(
+                f"checkpoint '{path}' does not fit this config's network ({cause(e)}); resume with "
+                "the run's own network settings, or start a new run") from None
+        if state.get("replay") and len(state["replay"]) == len(self.topology.shards):
+            ray.get([s.load_state_dict.remote(st) for s, st in zip(self.topology.shards, state["replay"])])
+            self.replay_snapshot = state["replay"]
+        truncate_metrics(self.run_dir / "metrics.jsonl", self.progress.env_steps)
+        self.last = path
+
+    def request(self) -> dict[str, Any]:
+        """Ask the learner and the shards for their state without waiting: the learner answers after its
+        current chunk (up to a second), and a driver blocked meanwhile would hand out no new actor chunks,
+        so the actors stop, the rate limiter stops the learner, and a checkpoint cost a window of idling."""
+        refs: dict[str, Any] = {"learner": self.topology.learner.state_dict.remote()}
+        if self.cfg.checkpoint.replay:
+            refs["replay"] = [s.state_dict.remote() for s in self.topology.shards]
+        return refs
+
+    def periodic(self) -> None:
+        """Start a periodic checkpoint unless one is in flight."""
+        if self.inflight is None and self.progress.updates > 0:
+            self.inflight = self.request()
+
+    def poll(self, elapsed: float) -> None:
+        """Save a periodic checkpoint once all its states have arrived."""
+        if self.inflight is None:
+            return
+        refs = [self.inflight["learner"], *self.inflight.get("replay", [])]
+        if len(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs):
+            try:
+                self.save(self.inflight, elapsed)
+            except (RayActorError, RayTaskError) as e:  # a replaced shard: the next one will do
+                log.warning("periodic checkpoint skipped: %s", cause(e))
+            self.inflight = None
+
+    def final(self, elapsed: float) -> Path:
+        return self.save(self.request(), elapsed)
+
+    def save(self, refs: dict[str, Any], elapsed: float) -> Path:
+        learner = ray.get(refs["learner"])
+        counters = self.progress.counters(elapsed)
+        # the learner's state may be a chunk ahead of the driver's count
+        counters["learner_updates"] = max(self.progress.updates, int(learner.get("updates", 0)))
+        state: dict[str, Any] = {"learner": learner, "counters": counters, "config": to_dict(self.cfg),
+                                 "num_actors": self.topology.num_actors}
+        if "replay" in refs:
+            try:
+                state["replay"] = ray.get(refs["replay"], timeout=300)
+                self.replay_snapshot = state["replay"]
+            except (RayActorError, RayTaskError, GetTimeoutError) as e:
+                # A shard died (or went unreachable) as it was asked: keep the learner's state, and the last
+                # complete replay snapshot if there is one, rather than lose the checkpoint.
+                if self.replay_snapshot is not None and len(self.replay_snapshot) == len(refs["replay"]):
+                    state["replay"] = self.replay_snapshot
+                log.warning("checkpoint at %d env steps: a replay shard did not answer (%s); saved %s",
+                            self.progress.env_steps, cause(e),
+                            "the previous replay snapshot" if "replay" in state else "without replay contents")
+        self.last = ckpt.save(self.run_dir, state, step=self.progress.env_steps, keep=self.cfg.checkpoint.keep)
+        return self.last

@@ -1,0 +1,49 @@
+"""The run's counters: what the report shows, the checkpoint saves and a resume restores."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Progress:
+    num_actors: int
+    env_steps: int = 0
+    episodes: int = 0
+    updates: int = 0
+    time_offset: float = 0.0  # seconds of earlier runs this one resumes
+    reports: int = 0
+    best_eval: float | None = None
+    last_eval: float | None = None
+    actor_restarts: int = 0
+    shard_restarts: int = 0
+    recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+    actor_returns: dict[int, deque[float]] = field(default_factory=dict)
+    actor_exploration: dict[int, tuple[str, float]] = field(default_factory=dict)
+    actor_dropped: dict[int, int] = field(default_factory=dict)  # batches lost to a dead shard, per live actor
+
+    def on_actor(self, i: int, res: dict[str, Any]) -> None:
+        self.env_steps += res["env_steps"]
+        self.episodes += len(res["episode_returns"])
+        self.recent_returns.extend(res["episode_returns"])
+        self.actor_returns.setdefault(i, deque(maxlen=20)).extend(res["episode_returns"])
+        self.actor_exploration[i] = (res["exploration_name"], float(np.mean(res["exploration"])))
+        self.actor_dropped[i] = int(res.get("dropped_sends", 0))
+
+    def on_evaluation(self, returns: list[float]) -> None:
+        if returns:
+            self.last_eval = float(np.mean(returns))
+            self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval, self.last_eval)
+
+    def counters(self, elapsed: float) -> dict[str, Any]:
+        return {"env_steps": self.env_steps, "episodes": self.episodes, "learner_updates": self.updates,
+                "time_s": self.time_offset + elapsed, "reports": self.reports, "best_eval": self.best_eval}
+
+    def restore(self, c: dict[str, Any]) -> None:
+        self.env_steps, self.episodes, self.updates = c["env_steps"], c["episodes"], c["learner_updates"]
+        self.time_offset, self.reports = c["time_s"], c["reports"]
+        self.best_eval = c.get("best_eval")

@@ -1,0 +1,92 @@
+"""One report every ``logging.report_interval_s``: rates over the window since the last report, the
+learner's metrics averaged over its updates, evaluation results; to metrics.jsonl, TensorBoard and the
+console."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from apexrl.config import Config, flatten, to_dict
+from apexrl.envs import is_atari
+from apexrl.envs.scores import human_normalized_score
+from apexrl.metrics import Console, MetricsWriter
+from apexrl.runtime.progress import Progress
+
+
+@dataclass
+class Window:
+    """What happened since the last report."""
+
+    t: float = field(default_factory=time.monotonic)
+    steps: int = 0
+    updates: int = 0
+    learn_time: float = 0.0
+    idle: float = 0.0
+    sums: dict[str, float] = field(default_factory=dict)
+    n: int = 0
+
+    def add_learner(self, res: dict[str, Any]) -> None:
+        self.updates += res["updates"]
+        self.learn_time += res["time_s"] + res["gap_s"]
+        self.idle += res["idle_s"] + res["gap_s"]
+        if res["updates"]:
+            for k, v in res["metrics"].items():
+                self.sums[k] = self.sums.get(k, 0.0) + v * res["updates"]
+            self.n += res["updates"]
+
+
+class Reporter:
+    def __init__(self, cfg: Config, run_dir: Path, console: Console, progress: Progress, resumed: bool) -> None:
+        self.cfg, self.console, self.progress = cfg, console, progress
+        self.metrics = MetricsWriter(run_dir, cfg.logging.tensorboard,
+                                     purge_step=progress.env_steps if resumed else None)
+        if not resumed:
+            self.metrics.hparams(flatten(to_dict(cfg)))
+
+    def report(self, elapsed: float, w: Window, learner: dict[str, Any],
+               eval_returns: list[float] | None) -> dict[str, Any]:
+        p = self.progress
+        p.reports += 1
+        dt = max(1e-9, time.monotonic() - w.t)
+        rec: dict[str, Any] = {
+            "time_s": round(p.time_offset + elapsed, 3),
+            "env_steps": p.env_steps,
+            "learner_updates": p.updates,
+            "episodes": p.episodes,
+            "train_return_mean": float(np.mean(p.recent_returns)) if p.recent_returns else None,
+            "env_steps_per_s": w.steps / dt,
+            "updates_per_s": w.updates / dt,
+            "learner_idle_fraction": (w.idle / w.learn_time) if w.learn_time > 0 else None,
+            "replay_size": learner.get("replay_size"),
+            "replay_inserted": learner.get("replay_inserted"),
+            "beta": learner.get("beta"),
+            "skipped_updates": learner.get("skipped_updates", 0),
+            "actor_restarts": p.actor_restarts,
+            "shard_restarts": p.shard_restarts,
+            "dropped_sends": sum(p.actor_dropped.values()),
+        }
+        if w.n:
+            rec.update({k: v / w.n for k, v in w.sums.items()})
+        if eval_returns is not None:
+            rec["eval_return_mean"] = float(np.mean(eval_returns))
+            rec["eval_return_std"] = float(np.std(eval_returns))
+            hns = human_normalized_score(self.cfg.env.id, rec["eval_return_mean"])
+            if hns is not None and is_atari(self.cfg.env):
+                rec["eval_hns"] = hns
+        for i in range(p.num_actors):
+            if i in p.actor_exploration:
+                name, value = p.actor_exploration[i]
+                rec[f"actor{i}_{name}"] = value
+            if p.actor_returns.get(i):
+                rec[f"actor{i}_return_mean"] = float(np.mean(p.actor_returns[i]))
+        self.metrics.write(rec, step=p.env_steps)
+        self.console.update({**rec, "eval_return_mean_last": p.last_eval})
+        return rec
+
+    def close(self) -> None:
+        self.metrics.close()

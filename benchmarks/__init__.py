@@ -1,1 +1,0 @@
-"""Benchmarks (not part of the unit tests); run with python -m benchmarks.<name>."""
