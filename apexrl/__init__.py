@@ -8,7 +8,20 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "train"]
+__all__ = ["ApeX", "__version__", "create_env", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: `import apexrl` stays light (no torch) for the CLI's start-up.
+    if name == "ApeX":
+        from apexrl.api import ApeX
+
+        return ApeX
+    if name == "create_env":
+        from apexrl.envs import create_env
+
+        return create_env
+    raise AttributeError(f"module 'apexrl' has no attribute {name!r}")
 
 if TYPE_CHECKING:
     from apexrl.config import Config

@@ -10,10 +10,12 @@ belongs to the runtime (``apexrl.runtime``), which knows these interfaces and no
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 Batch = dict[str, np.ndarray]
 Weights = dict[str, np.ndarray]
@@ -37,10 +39,14 @@ class WeightSource(Protocol):
         ...
 
 
+# torch is imported where used: replay shard processes import this module and must not pay for torch
+# (~2-3 s of CPU and ~100 MB per process at start-up on a small host).
 def state_dict_to_numpy(module: torch.nn.Module) -> Weights:
     """CPU numpy copy of the weights: cheap to ship through Ray's object store (zero-copy on read)."""
     return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
 
 
 def load_numpy_state_dict(module: torch.nn.Module, weights: Weights) -> None:
+    import torch
+
     module.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})

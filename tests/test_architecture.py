@@ -70,3 +70,11 @@ def test_bench_runs_from_a_non_editable_install_outside_the_checkout(tmp_path):
     assert res.returncode == 0, res.stderr
     written = list((work / "bench-results").glob("update-*.json"))
     assert len(written) == 1 and '"commit"' in written[0].read_text()
+
+
+def test_a_replay_shard_process_imports_neither_torch_nor_gymnasium():
+    """Shard processes start beside the learner on small hosts: torch would cost them ~2-3 s of CPU and
+    ~100 MB each at start-up, taken from the learner's first seconds."""
+    code = "import sys, apexrl.runtime.shard_worker; print('torch' in sys.modules, 'gymnasium' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

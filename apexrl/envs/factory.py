@@ -77,6 +77,21 @@ def make_env(cfg: EnvConfig, seed: int | None = None, training: bool = True,
     return env
 
 
+def create_env(env: str | EnvConfig | dict[str, Any], seed: int | None = None, training: bool = True) -> gym.Env:
+    """The env exactly as apexrl's actors build it, for your own loop: a gymnasium id (``module:Class``
+    ids import their module), an ``env`` config section, or an ``EnvConfig``; Atari ids get DQN
+    preprocessing."""
+    if isinstance(env, str):
+        cfg = EnvConfig(id=env)
+    elif isinstance(env, dict):
+        from apexrl.config import from_dict
+
+        cfg = from_dict({"env": env}).env
+    else:
+        cfg = env
+    return make_env(cfg, seed=seed, training=training)
+
+
 def env_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     env = make_env(cfg)
     try:

@@ -2,7 +2,7 @@
 
 This is the "sampler" half of a replay buffer (storage x sampler, as in TorchRL); it knows
 nothing about what is stored. Both :class:`~apexrl.replay.prioritized.PrioritizedReplay` and
-:class:`~apexrl.replay.frames.FramePrioritizedReplay` compose it with their own storage.
+:class:`~apexrl.replay.frame_replay.FramePrioritizedReplay` compose it with their own storage.
 
 Ids, slots and staleness
 ------------------------

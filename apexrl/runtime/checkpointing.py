@@ -84,7 +84,8 @@ class Checkpointer:
     def final(self, elapsed: float) -> Path:
         return self.save(self.request(), elapsed)
 
-    def save(self, refs: dict[str, Any], elapsed: float) -> Path:
+    def save(self, refs: dict[str, Any], elapsed: float, run_dir: Path | None = None) -> Path:
+        """Write the states ``refs`` asked for, under ``run_dir`` (default: the run's own)."""
         learner = ray.get(refs["learner"])
         counters = self.progress.counters(elapsed)
         # the learner's state may be a chunk ahead of the driver's count
@@ -103,5 +104,6 @@ class Checkpointer:
                 log.warning("checkpoint at %d env steps: a replay shard did not answer (%s); saved %s",
                             self.progress.env_steps, cause(e),
                             "the previous replay snapshot" if "replay" in state else "without replay contents")
-        self.last = ckpt.save(self.run_dir, state, step=self.progress.env_steps, keep=self.cfg.checkpoint.keep)
+        self.last = ckpt.save(run_dir or self.run_dir, state, step=self.progress.env_steps,
+                              keep=self.cfg.checkpoint.keep)
         return self.last

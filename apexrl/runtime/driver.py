@@ -169,61 +169,87 @@ class Loop:
         return res
 
     def run(self) -> TrainResult:
-        cfg, topology, progress = self.cfg, self.topology, self.progress
-        t_start = time.monotonic()
-        for i in range(topology.num_actors):
+        """Train until a stop condition (or Ctrl-C / SIGTERM), then drain, evaluate and checkpoint."""
+        self.start()
+        try:
+            self.advance()
+        except KeyboardInterrupt:
+            self.stop_reason = "interrupted"
+            self.console.message("interrupted: writing a final checkpoint (Ctrl-C again to stop at once)")
+        return self.finish()
+
+    def start(self) -> None:
+        """Hand out the first chunks; the clock starts here."""
+        cfg = self.cfg
+        self.t_start = time.monotonic()
+        for i in range(self.topology.num_actors):
             self._start_actor(i)
         self._start_learner()
-        eval_future: Future[dict[str, Any]] | None = None  # an evaluation running on the driver's thread
-        next_eval = t_start + cfg.evaluation.interval_s
-        next_report = t_start + cfg.logging.report_interval_s
-        window = Window(t_start)
-        last_learner: dict[str, Any] = {}
-        eval_returns: list[float] | None = None
-        stop_reason = ""
-        try:
-            while not stop_reason:
-                timeout = max(0.0, next_report - time.monotonic())
-                if eval_future is not None:
-                    timeout = min(timeout, 0.02)  # look at the evaluation thread often
-                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
-                for ref in ready:
-                    last_learner = self._collect(ref, window) or last_learner
-                if eval_future is not None and eval_future.done():
-                    returns = self._take_evaluation(eval_future.result)
-                    eval_future = None
-                    if returns:
-                        eval_returns = returns
-                        if self.stop.target_reached(returns):
-                            next_report = time.monotonic()  # report and stop now, not at the next tick
-                now = time.monotonic()
-                if topology.evaluator is not None and eval_future is None and now >= next_eval and progress.updates > 0:
-                    eval_future = topology.evaluator.submit()
-                    next_eval = now + cfg.evaluation.interval_s
-                if now >= next_report:
-                    next_report = now + cfg.logging.report_interval_s
-                    self.supervisor.check_shards(self.checkpointer.replay_snapshot)
-                    record = self.reporter.report(now - t_start, window, last_learner, eval_returns)
-                    stop_reason = self.stop.check(eval_returns, record["time_s"], progress.env_steps, now - t_start)
-                    eval_returns = None
-                    window = Window(now)
-                    every = cfg.checkpoint.every_reports
-                    if every and progress.reports % every == 0 and not stop_reason:
-                        self.checkpointer.periodic()
-                if not stop_reason:
-                    self.checkpointer.poll(time.monotonic() - t_start)
-        except KeyboardInterrupt:
-            stop_reason = "interrupted"
-            self.console.message("interrupted: writing a final checkpoint (Ctrl-C again to stop at once)")
+        self.eval_future: Future[dict[str, Any]] | None = None  # an evaluation running on the driver's thread
+        self.next_eval = self.t_start + cfg.evaluation.interval_s
+        self.next_report = self.t_start + cfg.logging.report_interval_s
+        self.window = Window(self.t_start)
+        self.last_learner: dict[str, Any] = {}
+        self.last_record: dict[str, Any] = {}
+        self.eval_returns: list[float] | None = None
+        self.stop_reason = ""
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t_start
+
+    def advance(self, duration_s: float = float("inf")) -> None:
+        """Run the loop for ``duration_s`` seconds or until a stop condition holds (``stop_reason``)."""
+        cfg, topology, progress = self.cfg, self.topology, self.progress
+        until = time.monotonic() + duration_s
+        while not self.stop_reason and time.monotonic() < until:
+            timeout = max(0.0, min(self.next_report, until) - time.monotonic())
+            if self.eval_future is not None:
+                timeout = min(timeout, 0.02)  # look at the evaluation thread often
+            ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
+            for ref in ready:
+                self.last_learner = self._collect(ref, self.window) or self.last_learner
+            if self.eval_future is not None and self.eval_future.done():
+                returns = self._take_evaluation(self.eval_future.result)
+                self.eval_future = None
+                if returns:
+                    self.eval_returns = returns
+                    if self.stop.target_reached(returns):
+                        self.next_report = time.monotonic()  # report and stop now, not at the next tick
+            now = time.monotonic()
+            if topology.evaluator is not None and self.eval_future is None and now >= self.next_eval \
+                    and progress.updates > 0:
+                self.eval_future = topology.evaluator.submit()
+                self.next_eval = now + cfg.evaluation.interval_s
+            if now >= self.next_report:
+                self._report(now)
+            if not self.stop_reason:
+                self.checkpointer.poll(self.elapsed())
+
+    def _report(self, now: float) -> None:
+        self.next_report = now + self.cfg.logging.report_interval_s
+        self.supervisor.check_shards(self.checkpointer.replay_snapshot)
+        record = self.reporter.report(now - self.t_start, self.window, self.last_learner, self.eval_returns)
+        self.last_record = record
+        self.stop_reason = self.stop.check(self.eval_returns, record["time_s"], self.progress.env_steps,
+                                           now - self.t_start)
+        self.eval_returns = None
+        self.window = Window(now)
+        every = self.cfg.checkpoint.every_reports
+        if every and self.progress.reports % every == 0 and not self.stop_reason:
+            self.checkpointer.periodic()
+
+    def finish(self) -> TrainResult:
+        """Drain the chunks in flight, evaluate if the run has no evaluation yet, report, checkpoint."""
+        progress, stop_reason = self.progress, self.stop_reason or "stopped"
         self.console.message(f"stopping: {stop_reason}")
-        last_learner = self._drain(window) or last_learner
+        last_learner = self._drain(self.window) or self.last_learner
         final_eval = None
-        if eval_future is not None and stop_reason != "interrupted":  # let it finish (it owns the network)
-            final_eval = self._take_evaluation(functools.partial(eval_future.result, timeout=300)) or None
+        if self.eval_future is not None and stop_reason != "interrupted":  # let it finish (it owns the network)
+            final_eval = self._take_evaluation(functools.partial(self.eval_future.result, timeout=300)) or None
         if progress.last_eval is None and stop_reason != "interrupted":
             final_eval = self._final_evaluation()
-        elapsed = time.monotonic() - t_start
-        self.reporter.report(elapsed, window, last_learner, final_eval)
+        elapsed = self.elapsed()
+        self.reporter.report(elapsed, self.window, last_learner, final_eval)
         path = self.checkpointer.final(elapsed)
         self.reporter.close()
         self.console.message(f"checkpoint: {path}")

@@ -22,6 +22,7 @@ class Progress:
     actor_restarts: int = 0
     shard_restarts: int = 0
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+    recent_lengths: deque[int] = field(default_factory=lambda: deque(maxlen=100))
     actor_returns: dict[int, deque[float]] = field(default_factory=dict)
     actor_exploration: dict[int, tuple[str, float]] = field(default_factory=dict)
     actor_dropped: dict[int, int] = field(default_factory=dict)  # batches lost to a dead shard, per live actor
@@ -30,6 +31,7 @@ class Progress:
         self.env_steps += res["env_steps"]
         self.episodes += len(res["episode_returns"])
         self.recent_returns.extend(res["episode_returns"])
+        self.recent_lengths.extend(res["episode_lengths"])
         self.actor_returns.setdefault(i, deque(maxlen=20)).extend(res["episode_returns"])
         self.actor_exploration[i] = (res["exploration_name"], float(np.mean(res["exploration"])))
         self.actor_dropped[i] = int(res.get("dropped_sends", 0))

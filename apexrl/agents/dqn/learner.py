@@ -41,15 +41,17 @@ def resolve_device(name: str) -> torch.device:
 
 
 class DQNLearner:
-    def __init__(self, cfg: Config, net: torch.nn.Module, device: str | None = None) -> None:
-        """``net`` is the online network, built by the caller under ``torch.manual_seed(cfg.seed)``."""
+    def __init__(self, cfg: Config, net: torch.nn.Module, device: str | None = None,
+                 optimizer: Any = None) -> None:
+        """``net`` is the online network, built by the caller under ``torch.manual_seed(cfg.seed)``;
+        ``optimizer``: a user's (any torch.optim optimizer over ``net``), else ``learner.optimizer``."""
         self.cfg = cfg
         lc = cfg.learner
         self.device = resolve_device(device or lc.device)
         self.net = net.to(self.device)
         self.target = copy.deepcopy(self.net).to(self.device)
         self.target.requires_grad_(False)
-        self.optimizer = make_optimizer(self.net.parameters(), lc)
+        self.optimizer = optimizer if optimizer is not None else make_optimizer(self.net.parameters(), lc)
         self._params = [p for p in self.net.parameters() if p.requires_grad]
         self.updates = 0
         self.skipped_updates = 0

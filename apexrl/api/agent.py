@@ -1,0 +1,155 @@
+"""``ApeX``: Ape-X DQN in the user's own loop, in one process: the article's single-machine API.
+
+    apex = ApeX(env, model, optimizer)              # any nn.Module -> Q-values, any torch.optim optimizer
+    action = apex.select_action(state)
+    apex.store_experience(state, action, reward, next_state, terminated, truncated)
+    apex.learn()                                    # an update every `train_freq` steps after learning_starts
+    apex.get_score()                                # mean return of the last 100 finished episodes
+
+Built from the parts the distributed system runs: the same n-step builder, prioritized replay, DQN
+learner (double DQN, IS-weighted loss, target copies, |TD| priorities) and actor-side initial priorities.
+One stream has no per-actor spread of epsilons, so exploration is an epsilon annealed linearly from
+``epsilon_start`` to ``epsilon_end`` over ``epsilon_decay_steps`` stored steps.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from apexrl.agents.dqn.learner import DQNLearner
+from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
+from apexrl.config import ALIASES, Config, ConfigError, from_dict, to_dict
+from apexrl.replay.client import beta_at
+from apexrl.replay.nstep import NStepBuilder
+from apexrl.replay.prioritized import PrioritizedReplay
+
+# Short keys of the agent's constructor, beside apexrl's dotted keys and RLlib-style aliases.
+KEYS = {"batch_size": "learner.batch_size", "alpha": "replay.alpha", "beta": "replay.beta",
+        "target_update_period": "learner.target_update_period", "grad_clip": "learner.grad_clip",
+        "capacity": "replay.capacity"}
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    train_freq: int = 4  # stored steps per update: 16 samples per inserted transition at batch 64
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.01  # get_score() counts exploring episodes too: keep the end small
+    epsilon_decay_steps: int = 10_000  # stored steps of the linear anneal
+
+
+def _split(base: Config | None, config: dict[str, Any]) -> tuple[Config, LoopConfig]:
+    loop_keys = {k: config.pop(k) for k in list(config) if k in LoopConfig.__dataclass_fields__}
+    dotted = {KEYS.get(k, ALIASES.get(k, k)): v for k, v in config.items()}
+    data = to_dict(base or Config())
+    for key, value in dotted.items():
+        node = data
+        *path, last = key.split(".")
+        for p in path:
+            if not isinstance(node.get(p), dict):
+                raise ConfigError(f"unknown ApeX key '{key}'")
+            node = node[p]
+        if last not in node:
+            allowed = sorted([*KEYS, *LoopConfig.__dataclass_fields__, "gamma", "n_step", "buffer_size",
+                              "learning_starts", "seed"])
+            raise ConfigError(f"unknown ApeX key '{key}'; allowed: {', '.join(allowed)} or apexrl's dotted keys")
+        node[last] = value
+    loop = LoopConfig(**loop_keys)
+    if loop.train_freq < 1 or loop.epsilon_decay_steps < 0:
+        raise ConfigError(f"ApeX: train_freq must be >= 1 and epsilon_decay_steps >= 0, got {loop}")
+    return from_dict(data), loop
+
+
+class ApeX:
+    def __init__(self, env: gym.Env, model: torch.nn.Module, optimizer: torch.optim.Optimizer | Any,
+                 config: Config | None = None, **overrides: Any) -> None:
+        """``overrides``: short keys (``batch_size``, ``gamma``, ``n_step``, ``buffer_size``, ``alpha``,
+        ``beta``, ``learning_starts``, ``target_update_period``, ``train_freq``, ``epsilon_*``, ``seed``) or
+        apexrl's dotted keys (``"replay.priority_eps"``) on ``config`` (default: apexrl's defaults)."""
+        self.cfg, self.loop = _split(config, dict(overrides))
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise ConfigError(f"ApeX needs a discrete action space, got {env.action_space}")
+        self.env, self.model, self.optimizer = env, model, optimizer
+        self.learner = DQNLearner(self.cfg, model, optimizer=optimizer)
+        r = self.cfg.replay
+        self.replay = PrioritizedReplay(r.capacity, alpha=r.alpha, seed=self.cfg.seed)
+        self.nstep = NStepBuilder(1, self.cfg.learner.n_step, self.cfg.learner.gamma)
+        self.policy = EpsilonGreedyPolicy(model, int(env.action_space.n), np.array([self.loop.epsilon_start]),
+                                          self.cfg.seed, r.priority_eps)
+        self.steps = 0
+        self.episode_return = 0.0
+        self.returns: deque[float] = deque(maxlen=100)
+        self.last_stats: dict[str, float] | None = None
+
+    # ------------------------------------------------------------------ acting and storing
+    @property
+    def epsilon(self) -> float:
+        lp = self.loop
+        frac = 1.0 if lp.epsilon_decay_steps == 0 else min(1.0, self.steps / lp.epsilon_decay_steps)
+        return lp.epsilon_start + frac * (lp.epsilon_end - lp.epsilon_start)
+
+    def select_action(self, state: Any, explore: bool = True) -> int:
+        self.policy.exploration[0] = self.epsilon if explore else 0.0
+        was_training = self.model.training
+        action = int(self.policy.act(np.asarray(state, dtype=np.float32)[None])[0])
+        self.model.train(was_training)
+        return action
+
+    def store_experience(self, state: Any, action: int, reward: float, next_state: Any, done: bool,
+                         truncated: bool = False) -> None:
+        """``done``: the env terminated (no bootstrap); ``truncated``: a time limit cut it (bootstrap).
+        Either ends the episode."""
+        out = self.nstep.step(np.asarray(state, dtype=np.float32)[None], np.array([action]), np.array([reward]),
+                              np.asarray(next_state, dtype=np.float32)[None], np.array([bool(done)]),
+                              np.array([bool(truncated)]))
+        if out is not None:
+            self.replay.add(out, self.policy.priorities(out))
+        self.steps += 1
+        self.episode_return += float(reward)
+        if done or truncated:
+            self.returns.append(self.episode_return)
+            self.episode_return = 0.0
+
+    # ------------------------------------------------------------------ learning
+    def learn(self) -> dict[str, float] | None:
+        """One update every ``train_freq`` stored steps once replay holds ``learning_starts`` transitions;
+        returns the update's stats, or None when it did not update."""
+        if len(self.replay) < max(self.cfg.replay.learning_starts, self.cfg.learner.batch_size):
+            return None
+        if self.steps % self.loop.train_freq:
+            return None
+        batch, indices, weights = self.replay.sample(self.cfg.learner.batch_size,
+                                                     beta_at(self.cfg, self.learner.updates))
+        prios, stats = self.learner.update(batch, weights)
+        if prios is not None:
+            self.replay.update_priorities(indices, prios)
+        self.last_stats = stats
+        return stats
+
+    def get_score(self) -> float:
+        return float(np.mean(self.returns)) if self.returns else 0.0
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Model, target network, optimizer, replay, counters and config: ``load`` resumes exactly here."""
+        torch.save({"config": to_dict(self.cfg), "loop": asdict(self.loop), "learner": self.learner.state_dict(),
+                    "replay": self.replay.state_dict(), "steps": self.steps, "returns": list(self.returns),
+                    "episode_return": self.episode_return, "rng": self.policy.rng.bit_generator.state}, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], env: gym.Env, model: torch.nn.Module,
+             optimizer: torch.optim.Optimizer | Any) -> ApeX:
+        state = torch.load(path, weights_only=False)
+        agent = cls(env, model, optimizer, config=from_dict(state["config"]), **state["loop"])
+        agent.learner.load_state_dict(state["learner"])
+        agent.replay.load_state_dict(state["replay"])
+        agent.steps, agent.episode_return = state["steps"], state["episode_return"]
+        agent.returns.extend(state["returns"])
+        agent.policy.rng.bit_generator.state = state["rng"]
+        return agent
