@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["ApeX", "__version__", "create_env", "train"]
+__all__ = ["ApeX", "ApexTrainer", "__version__", "create_env", "train"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,6 +17,10 @@ def __getattr__(name: str) -> Any:
         from apexrl.api import ApeX
 
         return ApeX
+    if name == "ApexTrainer":
+        from apexrl.api.trainer import ApexTrainer
+
+        return ApexTrainer
     if name == "create_env":
         from apexrl.envs import create_env
 

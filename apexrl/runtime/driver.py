@@ -27,7 +27,7 @@ from apexrl import checkpoint as ckpt
 from apexrl.agents.base import ModelFactory
 from apexrl.config import Config, dump_yaml
 from apexrl.metrics import Console
-from apexrl.runtime.assembly import assemble, auto_num_actors, logical_cpus
+from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
 from apexrl.runtime.checkpointing import Checkpointer
 from apexrl.runtime.cluster import ClusterError, cause, init_ray, ship_by_value, sigterm_as_interrupt
 from apexrl.runtime.progress import Progress
@@ -96,7 +96,9 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
     previous_sigterm = sigterm_as_interrupt()  # after ray.init, which installs its own (aborting) handler
     topology: Topology | None = None
     try:
-        cluster_cpus = float(ray.cluster_resources().get("CPU", host_cpus))
+        resources = ray.cluster_resources()
+        cluster_cpus = float(resources.get("CPU", host_cpus))
+        cfg = fit_to_cluster(cfg, cluster_cpus, float(resources.get("GPU", 0)))  # nothing waits unscheduled
         num_actors = auto_num_actors(cfg, host_cpus if started_ray and address is None else cluster_cpus)
         rdir.mkdir(parents=True, exist_ok=True)
         (rdir / "config.yaml").write_text(dump_yaml(cfg))

@@ -19,6 +19,7 @@ class Progress:
     reports: int = 0
     best_eval: float | None = None
     last_eval: float | None = None
+    evaluations: int = 0
     actor_restarts: int = 0
     shard_restarts: int = 0
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
@@ -38,6 +39,7 @@ class Progress:
 
     def on_evaluation(self, returns: list[float]) -> None:
         if returns:
+            self.evaluations += 1
             self.last_eval = float(np.mean(returns))
             self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval, self.last_eval)
 

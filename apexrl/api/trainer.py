@@ -1,0 +1,210 @@
+"""``ApexTrainer``: the distributed system as an iterative trainer, in RLlib's shape.
+
+    ray.init(address="auto")                     # optional: join a `ray start` cluster; else a loopback Ray
+    trainer = ApexTrainer(config={"env": "CartPole-v1", "num_workers": 8, "lr": 1e-4})
+    for i in range(100):
+        result = trainer.train()                 # ~min_time_s_per_iteration of the whole system
+        print(result["episode_reward_mean"])
+        if i % 10 == 0:
+            path = trainer.save()
+    trainer.stop()
+
+Actors, shards and the learner keep running between ``train()`` calls; each call advances the same
+driver loop ``apexrl train`` runs (reports, evaluations, checkpoints, restarts) for one iteration.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+
+from apexrl import checkpoint as ckpt
+from apexrl.config import Config, ConfigError, dump_yaml, from_dict, load
+from apexrl.metrics import Console
+from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
+from apexrl.runtime.cluster import init_ray
+from apexrl.runtime.driver import Loop, run_name
+from apexrl.runtime.topology import Topology
+
+# RLlib keys of an iteration's length; they are the trainer's, not the run's.
+ITERATION_KEYS = {"min_time_s_per_iteration": 5.0, "min_sample_timesteps_per_iteration": 0}
+STARTUP_TIMEOUT_S = 120.0
+LEARNER_STATS = ("loss", "q_mean", "td_abs_mean", "grad_norm", "is_weight_mean")
+
+
+def _config(config: Config | Mapping[str, Any] | str | None) -> tuple[Config, dict[str, float]]:
+    iteration = dict(ITERATION_KEYS)
+    if config is None:
+        return Config(), iteration
+    if isinstance(config, Config):
+        return config, iteration
+    if isinstance(config, str):
+        return load(config), iteration
+    raw = dict(config)
+    for k in ITERATION_KEYS:
+        if k in raw:
+            iteration[k] = float(raw.pop(k))
+    raw.setdefault("logging", {})
+    if isinstance(raw["logging"], Mapping):
+        raw["logging"] = {"console": "off", **raw["logging"]}  # a trainer's caller prints what it wants
+    return from_dict(raw), iteration
+
+
+class ApexTrainer:
+    def __init__(self, config: Config | Mapping[str, Any] | str | None = None, env: str | None = None,
+                 run_dir: str | os.PathLike[str] | None = None, model_factory: Any = None) -> None:
+        cfg, self.iteration_spec = _config(config)
+        if env is not None:
+            cfg = cfg.replace(**{"env.id": env})
+        assemble(cfg, num_actors=1)  # env and agent checked before Ray or a run dir
+        # Joins the Ray that ray.init(address=...) connected to, or starts a private loopback one.
+        self._started_ray = init_ray(None, num_cpus=logical_cpus(cfg, max(os.cpu_count() or 1, 1)))
+        self.topology: Topology | None = None
+        try:
+            resources = ray.cluster_resources()
+            cfg = fit_to_cluster(cfg, float(resources.get("CPU", 1)), float(resources.get("GPU", 0)))
+            self.config = cfg
+            self.run_dir = Path(run_dir) if run_dir is not None else Path("runs") / run_name(cfg)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.yaml").write_text(dump_yaml(cfg))
+            num_actors = auto_num_actors(cfg, float(resources.get("CPU", 1)))
+            self.system = assemble(cfg, num_actors=num_actors, model_factory=model_factory)
+            self.topology = Topology(self.system)
+            self.loop = Loop(cfg, self.topology, self.run_dir, Console(cfg.logging.console), None, None)
+            self.loop.start()
+        except BaseException:
+            self._shutdown()
+            raise
+        self.iteration = 0
+        self._net = self.system.make_network()
+        self._stopped = False
+
+    # ------------------------------------------------------------------ training
+    def train(self) -> dict[str, Any]:
+        """One iteration: at least ``min_time_s_per_iteration`` seconds and
+        ``min_sample_timesteps_per_iteration`` env steps of the running system."""
+        if self._stopped:
+            raise RuntimeError("this trainer was stopped; build a new one (or restore a checkpoint into one)")
+        p, spec = self.loop.progress, self.iteration_spec
+        t0, steps0, evals0 = time.monotonic(), p.env_steps, p.evaluations
+        self.loop.advance(spec["min_time_s_per_iteration"])
+        # At least one actor chunk per iteration (the first waits out the workers' start-up).
+        need = max(1.0, spec["min_sample_timesteps_per_iteration"])
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not self.loop.stop_reason and p.env_steps - steps0 < need:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no env steps in {STARTUP_TIMEOUT_S:g} s: the actors were not scheduled or do not "
+                                   "run; check the cluster's free CPUs (ray status)")
+            self.loop.advance(0.1)
+        self.iteration += 1
+        return self._result(time.monotonic() - t0, evaluated=p.evaluations > evals0)
+
+    def _result(self, iter_s: float, evaluated: bool) -> dict[str, Any]:
+        p, rec = self.loop.progress, self.loop.last_record
+        returns = list(p.recent_returns)
+        out: dict[str, Any] = {
+            "episode_reward_mean": float(np.mean(returns)) if returns else math.nan,
+            "episode_reward_min": float(np.min(returns)) if returns else math.nan,
+            "episode_reward_max": float(np.max(returns)) if returns else math.nan,
+            "episode_len_mean": float(np.mean(p.recent_lengths)) if p.recent_lengths else math.nan,
+            "episodes_total": p.episodes,
+            "timesteps_total": p.env_steps,
+            "training_iteration": self.iteration,
+            "time_total_s": p.time_offset + self.loop.elapsed(),
+            "time_this_iter_s": iter_s,
+            "done": bool(self.loop.stop_reason),
+            "info/learner/updates": p.updates,
+            "info/learner/updates_per_s": rec.get("updates_per_s"),
+            "info/replay/size": rec.get("replay_size"),
+            "info/actors/env_steps_per_s": rec.get("env_steps_per_s"),
+            "info/actors/restarts": p.actor_restarts,
+        }
+        for k in LEARNER_STATS:
+            if k in rec:
+                out[f"info/learner/{k}"] = rec[k]
+        if evaluated and p.last_eval is not None:
+            out["evaluation/episode_reward_mean"] = p.last_eval
+        return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
+        """A checkpoint of the learner, counters and config (replay too with ``checkpoint.replay``), under
+        ``checkpoint_dir`` or the run dir; ``restore`` continues from it exactly as ``--resume`` does."""
+        cp = self.loop.checkpointer
+        return str(cp.save(cp.request(), self.loop.elapsed(), run_dir=Path(checkpoint_dir) if checkpoint_dir else None))
+
+    def restore(self, path: str | os.PathLike[str]) -> None:
+        """Load a checkpoint of this trainer, of another one or of ``apexrl train`` (a file or a run dir):
+        the learner's state, counters and replay (if saved) go into the running system."""
+        where, state = ckpt.resolve(Path(path))
+        self.loop.checkpointer.resume(state, where)
+        self.loop.progress.time_offset -= self.loop.elapsed()  # time_total_s goes on from the checkpoint's
+
+    # ------------------------------------------------------------------ the policy
+    def get_weights(self) -> dict[str, np.ndarray]:
+        got = ray.get(self.topology.ps.get.remote(-1), timeout=60)
+        if got is None:
+            raise RuntimeError("no weights published yet")
+        return ray.get(got[1][0], timeout=60)
+
+    def get_policy(self) -> Any:
+        """The acting network with the newest weights (an ``nn.Module``)."""
+        from apexrl.core import load_numpy_state_dict
+
+        load_numpy_state_dict(self._net, self.get_weights())
+        return self._net
+
+    def compute_single_action(self, observation: Any, explore: bool = False) -> Any:
+        """The action of the newest weights for one observation: greedy, or with ``explore`` as the run's
+        most exploring actor acts."""
+        net = self.get_policy()
+        if explore:
+            policy = self.system.builder.make_actor_policy(self.config, net, self.system.action_space, 0,
+                                                           self.system.num_actors, 1, self.iteration)
+        else:
+            policy = self.system.make_eval_policy(net, 1, seed=self.iteration, explore=0.0)
+        action = policy.act(np.asarray(observation)[None])[0]
+        return action.item() if np.ndim(action) == 0 else action
+
+    def evaluate(self) -> dict[str, Any]:
+        """A greedy evaluation now (``evaluation.episodes`` episodes)."""
+        ev = self.topology.evaluator or _evaluator(self)
+        res = ev.evaluate()
+        self.loop._take_evaluation(lambda: res)
+        return {"evaluation": {"episode_reward_mean": float(np.mean(res["eval_returns"])) if res["eval_returns"]
+                               else math.nan, "episodes": len(res["eval_returns"])}}
+
+    # ------------------------------------------------------------------ shutdown
+    def stop(self) -> None:
+        """Drain, final checkpoint, and end every process this trainer started."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            if not self.loop.stop_reason:
+                self.loop.stop_reason = "stopped by the caller"
+            self.loop.finish()
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self.topology is not None:
+            self.topology.kill()
+        if self._started_ray:
+            ray.shutdown()
+
+
+def _evaluator(trainer: ApexTrainer) -> Any:
+    from apexrl.runtime.evaluator import DriverEvaluator
+
+    return DriverEvaluator(trainer.system, trainer.topology.ps)
+
+
+__all__ = ["ApexTrainer", "ConfigError"]

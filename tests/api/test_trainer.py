@@ -1,0 +1,81 @@
+"""``ApexTrainer`` in RLlib's shape: iterations of the running system with RLlib's result names, save,
+restore into a fresh trainer, actions from the newest weights, a clear error for GPUs the cluster lacks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import ray
+
+from apexrl import ApexTrainer
+from apexrl.checkpoint import load_file
+from apexrl.config import ConfigError
+
+pytestmark = pytest.mark.timeout(300)
+
+CONFIG = {  # the article's keys, plus what keeps the run small
+    "env": "CartPole-v1", "num_workers": 2, "framework": "torch", "lr": 1e-3, "train_batch_size": 32,
+    "rollout_fragment_length": 64, "min_time_s_per_iteration": 2,
+    "network": {"torso": [32], "head": 32}, "replay": {"learning_starts": 200, "capacity": 5000},
+    "evaluation": {"interval_s": 0.5, "episodes": 2}, "logging": {"report_interval_s": 0.5},
+}
+RESULT_KEYS = ("episode_reward_mean", "episode_reward_min", "episode_reward_max", "episode_len_mean",
+               "episodes_total", "timesteps_total", "training_iteration", "time_total_s", "time_this_iter_s",
+               "info/learner/updates", "info/learner/loss", "info/learner/q_mean")
+
+
+def test_iterations_save_restore_and_act(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trainer = ApexTrainer(config=CONFIG)
+    try:
+        first, second = trainer.train(), trainer.train()
+        assert [first["training_iteration"], second["training_iteration"]] == [1, 2]
+        assert 0 < first["timesteps_total"] < second["timesteps_total"]
+        assert first["time_this_iter_s"] >= 2.0 and second["time_total_s"] >= 4.0
+        for k in RESULT_KEYS:
+            assert k in second, k
+        assert second["info/learner/updates"] > 0 and not math.isnan(second["episode_reward_mean"])
+        assert "evaluation/episode_reward_mean" in second  # evaluated every 0.5 s
+        path = trainer.save()
+        assert trainer.compute_single_action(np.zeros(4, np.float32)) in (0, 1)
+        assert trainer.compute_single_action(np.zeros(4, np.float32), explore=True) in (0, 1)
+        assert set(trainer.get_weights()) == set(trainer.get_policy().state_dict())
+    finally:
+        trainer.stop()
+    assert not ray.is_initialized(), "stop() shuts down the Ray the trainer started"
+    saved = load_file(path)["counters"]
+
+    fresh = ApexTrainer(config=CONFIG)
+    try:
+        fresh.restore(path)
+        result = fresh.train()
+        assert result["timesteps_total"] > saved["env_steps"]
+        assert result["info/learner/updates"] >= saved["learner_updates"]
+        assert result["time_total_s"] >= saved["time_s"]
+    finally:
+        fresh.stop()
+
+
+def test_more_gpus_than_the_cluster_has_is_a_config_error_and_nothing_is_left_running(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="learner.num_gpus"):
+        ApexTrainer(config={**CONFIG, "num_gpus": 1})
+    assert not ray.is_initialized()
+
+
+def test_the_articles_train_py_runs_on_apexrl(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "rllib_style" / "train.py"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, str(script), "2"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("Iteration: 0, reward: ") and lines[-1].startswith("Iteration: 1, reward: ")
+    assert any(line.startswith("Checkpoint saved at runs/") for line in lines)
