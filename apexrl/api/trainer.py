@@ -11,6 +11,11 @@
 
 Actors, shards and the learner keep running between ``train()`` calls; each call advances the same
 driver loop ``apexrl train`` runs (reports, evaluations, checkpoints, restarts) for one iteration.
+
+It is a Ray Tune ``Trainable``, as RLlib's algorithms are: ``tune.Tuner(ApexTrainer, param_space=config,
+tune_config=tune.TuneConfig(scheduler=ASHAScheduler(...)))`` runs trials of it, and its checkpoints let PBT
+exploit and trials restart. ``save()`` returns Tune's result with a checkpoint directory; ``restore()``
+takes that directory (or any directory of apexrl checkpoints, e.g. a run dir of ``apexrl train``).
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ from typing import Any
 
 import numpy as np
 import ray
+from ray import tune
 
 from apexrl import checkpoint as ckpt
-from apexrl.config import Config, ConfigError, dump_yaml, from_dict, load
+from apexrl.config import Config, ConfigError, dump_yaml, from_dict, load, to_dict
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
 from apexrl.runtime.cluster import init_ray
@@ -57,20 +63,30 @@ def _config(config: Config | Mapping[str, Any] | str | None) -> tuple[Config, di
     return from_dict(raw), iteration
 
 
-class ApexTrainer:
-    def __init__(self, config: Config | Mapping[str, Any] | str | None = None, env: str | None = None,
-                 run_dir: str | os.PathLike[str] | None = None, model_factory: Any = None) -> None:
+class ApexTrainer(tune.Trainable):
+    """``config``: a dict of apexrl keys (nested or dotted) and RLlib's Ape-X keys, plus the trainer's own
+    ``min_time_s_per_iteration`` / ``min_sample_timesteps_per_iteration``, ``run_dir`` and
+    ``model_factory`` (a ``(observation_space, action_space) -> nn.Module`` callable)."""
+
+    def __init__(self, config: Config | Mapping[str, Any] | str | None = None, **kwargs: Any) -> None:
+        if isinstance(config, str):
+            config = load(config)
+        if isinstance(config, Config):
+            config = to_dict(config)
+        super().__init__(config=dict(config or {}), **kwargs)
+
+    def setup(self, config: dict[str, Any]) -> None:
+        config = dict(config)
+        run_dir, model_factory = config.pop("run_dir", None), config.pop("model_factory", None)
         cfg, self.iteration_spec = _config(config)
-        if env is not None:
-            cfg = cfg.replace(**{"env.id": env})
         assemble(cfg, num_actors=1)  # env and agent checked before Ray or a run dir
-        # Joins the Ray that ray.init(address=...) connected to, or starts a private loopback one.
+        # Joins the Ray that ray.init(address=...) connected to (or Tune runs on), or starts a loopback one.
         self._started_ray = init_ray(None, num_cpus=logical_cpus(cfg, max(os.cpu_count() or 1, 1)))
         self.topology: Topology | None = None
         try:
             resources = ray.cluster_resources()
             cfg = fit_to_cluster(cfg, float(resources.get("CPU", 1)), float(resources.get("GPU", 0)))
-            self.config = cfg
+            self.cfg = cfg
             self.run_dir = Path(run_dir) if run_dir is not None else Path("runs") / run_name(cfg)
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.yaml").write_text(dump_yaml(cfg))
@@ -82,16 +98,21 @@ class ApexTrainer:
         except BaseException:
             self._shutdown()
             raise
-        self.iteration = 0
         self._net = self.system.make_network()
-        self._stopped = False
+
+    @classmethod
+    def default_resource_request(cls, config: dict[str, Any]) -> Any:
+        """Under Tune: one bundle for the trial's driver loop, one for the learner; actors and shards are
+        scheduled outside the trial's group, on free CPUs (see ``apexrl.tune``)."""
+        from ray.tune import PlacementGroupFactory
+
+        cfg, _ = _config({k: v for k, v in config.items() if k not in ("run_dir", "model_factory")})
+        return PlacementGroupFactory([{"CPU": 1.0}, {"CPU": cfg.learner.num_cpus, "GPU": cfg.learner.num_gpus}])
 
     # ------------------------------------------------------------------ training
-    def train(self) -> dict[str, Any]:
-        """One iteration: at least ``min_time_s_per_iteration`` seconds and
-        ``min_sample_timesteps_per_iteration`` env steps of the running system."""
-        if self._stopped:
-            raise RuntimeError("this trainer was stopped; build a new one (or restore a checkpoint into one)")
+    def step(self) -> dict[str, Any]:
+        """One iteration (``train()`` calls this): at least ``min_time_s_per_iteration`` seconds and
+        ``min_sample_timesteps_per_iteration`` env steps of the running system, at least one actor chunk."""
         p, spec = self.loop.progress, self.iteration_spec
         t0, steps0, evals0 = time.monotonic(), p.env_steps, p.evaluations
         self.loop.advance(spec["min_time_s_per_iteration"])
@@ -103,7 +124,6 @@ class ApexTrainer:
                 raise RuntimeError(f"no env steps in {STARTUP_TIMEOUT_S:g} s: the actors were not scheduled or do not "
                                    "run; check the cluster's free CPUs (ray status)")
             self.loop.advance(0.1)
-        self.iteration += 1
         return self._result(time.monotonic() - t0, evaluated=p.evaluations > evals0)
 
     def _result(self, iter_s: float, evaluated: bool) -> dict[str, Any]:
@@ -116,9 +136,8 @@ class ApexTrainer:
             "episode_len_mean": float(np.mean(p.recent_lengths)) if p.recent_lengths else math.nan,
             "episodes_total": p.episodes,
             "timesteps_total": p.env_steps,
-            "training_iteration": self.iteration,
-            "time_total_s": p.time_offset + self.loop.elapsed(),
             "time_this_iter_s": iter_s,
+            "time_total_s": p.time_offset + self.loop.elapsed(),
             "done": bool(self.loop.stop_reason),
             "info/learner/updates": p.updates,
             "info/learner/updates_per_s": rec.get("updates_per_s"),
@@ -133,17 +152,16 @@ class ApexTrainer:
             out["evaluation/episode_reward_mean"] = p.last_eval
         return out
 
-    # ------------------------------------------------------------------ checkpoints
-    def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
-        """A checkpoint of the learner, counters and config (replay too with ``checkpoint.replay``), under
-        ``checkpoint_dir`` or the run dir; ``restore`` continues from it exactly as ``--resume`` does."""
+    # ------------------------------------------------------------------ checkpoints (Tune's API)
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        """The learner, counters and config (replay too with ``checkpoint.replay``) into ``checkpoint_dir``."""
         cp = self.loop.checkpointer
-        return str(cp.save(cp.request(), self.loop.elapsed(), run_dir=Path(checkpoint_dir) if checkpoint_dir else None))
+        cp.save(cp.request(), self.loop.elapsed(), run_dir=Path(checkpoint_dir))
 
-    def restore(self, path: str | os.PathLike[str]) -> None:
-        """Load a checkpoint of this trainer, of another one or of ``apexrl train`` (a file or a run dir):
-        the learner's state, counters and replay (if saved) go into the running system."""
-        where, state = ckpt.resolve(Path(path))
+    def load_checkpoint(self, checkpoint: str | dict[str, Any]) -> None:
+        """The newest apexrl checkpoint under ``checkpoint`` (a ``save()`` directory or a run dir of
+        ``apexrl train``) into the running system, as ``apexrl train --resume`` does."""
+        where, state = ckpt.resolve(Path(checkpoint))  # type: ignore[arg-type]
         self.loop.checkpointer.resume(state, where)
         self.loop.progress.time_offset -= self.loop.elapsed()  # time_total_s goes on from the checkpoint's
 
@@ -166,10 +184,10 @@ class ApexTrainer:
         most exploring actor acts."""
         net = self.get_policy()
         if explore:
-            policy = self.system.builder.make_actor_policy(self.config, net, self.system.action_space, 0,
-                                                           self.system.num_actors, 1, self.iteration)
+            policy = self.system.builder.make_actor_policy(self.cfg, net, self.system.action_space, 0,
+                                                           self.system.num_actors, 1, self.training_iteration)
         else:
-            policy = self.system.make_eval_policy(net, 1, seed=self.iteration, explore=0.0)
+            policy = self.system.make_eval_policy(net, 1, seed=self.training_iteration, explore=0.0)
         action = policy.act(np.asarray(observation)[None])[0]
         return action.item() if np.ndim(action) == 0 else action
 
@@ -182,11 +200,8 @@ class ApexTrainer:
                                else math.nan, "episodes": len(res["eval_returns"])}}
 
     # ------------------------------------------------------------------ shutdown
-    def stop(self) -> None:
-        """Drain, final checkpoint, and end every process this trainer started."""
-        if self._stopped:
-            return
-        self._stopped = True
+    def cleanup(self) -> None:
+        """``stop()`` calls this: drain, final checkpoint, and end every process this trainer started."""
         try:
             if not self.loop.stop_reason:
                 self.loop.stop_reason = "stopped by the caller"

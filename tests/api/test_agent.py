@@ -85,8 +85,8 @@ def test_a_bad_key_is_one_clear_error():
         ApeX(env, model, torch.optim.Adam(model.parameters()), gamma=2.0)
 
 
-@pytest.mark.slow
 def test_the_articles_single_machine_program_reaches_195():
+    """Seeded (network, env, exploration): reaches a mean of 195 over 100 episodes at episode 330 (~25 s)."""
     path = Path(__file__).resolve().parents[2] / "examples" / "single_machine.py"
     spec = importlib.util.spec_from_file_location("single_machine", path)
     mod = importlib.util.module_from_spec(spec)

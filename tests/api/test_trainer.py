@@ -4,13 +4,14 @@ restore into a fresh trainer, actions from the newest weights, a clear error for
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import ray
 
 from apexrl import ApexTrainer
-from apexrl.checkpoint import load_file
+from apexrl.checkpoint import load_latest
 from apexrl.config import ConfigError
 
 pytestmark = pytest.mark.timeout(300)
@@ -38,14 +39,16 @@ def test_iterations_save_restore_and_act(tmp_path, monkeypatch):
             assert k in second, k
         assert second["info/learner/updates"] > 0 and not math.isnan(second["episode_reward_mean"])
         assert "evaluation/episode_reward_mean" in second  # evaluated every 0.5 s
-        path = trainer.save()
+        saved = trainer.save()
+        path = saved.checkpoint.path  # Tune's result: a checkpoint directory
         assert trainer.compute_single_action(np.zeros(4, np.float32)) in (0, 1)
         assert trainer.compute_single_action(np.zeros(4, np.float32), explore=True) in (0, 1)
         assert set(trainer.get_weights()) == set(trainer.get_policy().state_dict())
     finally:
         trainer.stop()
     assert not ray.is_initialized(), "stop() shuts down the Ray the trainer started"
-    saved = load_file(path)["counters"]
+    _, state = load_latest(Path(path))
+    saved = state["counters"]
 
     fresh = ApexTrainer(config=CONFIG)
     try:
@@ -53,7 +56,6 @@ def test_iterations_save_restore_and_act(tmp_path, monkeypatch):
         result = fresh.train()
         assert result["timesteps_total"] > saved["env_steps"]
         assert result["info/learner/updates"] >= saved["learner_updates"]
-        assert result["time_total_s"] >= saved["time_s"]
     finally:
         fresh.stop()
 
@@ -78,4 +80,24 @@ def test_the_articles_train_py_runs_on_apexrl(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert lines[0].startswith("Iteration: 0, reward: ") and lines[-1].startswith("Iteration: 1, reward: ")
-    assert any(line.startswith("Checkpoint saved at runs/") for line in lines)
+    assert any(line.startswith("Checkpoint saved at ") and "path=" in line for line in lines)  # Tune's result
+
+
+def test_tune_runs_apex_trainer_trials_with_asha_and_keeps_checkpoints(tmp_path, monkeypatch, ray_local):
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+
+    monkeypatch.chdir(tmp_path)
+    space = {**CONFIG, "num_workers": 1, "lr": tune.grid_search([2e-3, 1e-7])}
+    tuner = tune.Tuner(
+        ApexTrainer, param_space=space,
+        tune_config=tune.TuneConfig(scheduler=ASHAScheduler(metric="episode_reward_mean", mode="max", max_t=3,
+                                                            grace_period=1), max_concurrent_trials=1),
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), stop={"training_iteration": 3},
+                                  checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)))
+    results = tuner.fit()
+    assert len(results) == 2 and not results.errors
+    best = results.get_best_result(metric="episode_reward_mean", mode="max")
+    assert best.metrics["training_iteration"] >= 1 and best.metrics["timesteps_total"] > 0
+    _, state = load_latest(Path(best.checkpoint.path))
+    assert state["counters"]["env_steps"] > 0 and state["learner"]["updates"] > 0
