@@ -92,3 +92,15 @@ def test_the_articles_single_machine_program_reaches_195():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(episodes=1000) >= 195
+
+
+@pytest.mark.timeout(300)
+def test_the_articles_tune_program_runs_a_trial_that_reports_its_score(tmp_path):
+    path = Path(__file__).resolve().parents[2] / "examples" / "tune_function.py"
+    spec = importlib.util.spec_from_file_location("tune_function", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    results = mod.main(num_episodes=31, storage_path=str(tmp_path / "tune"))
+    assert len(results) == 1 and not results.errors
+    assert results[0].metrics["training_iteration"] == 4  # episodes 0, 10, 20, 30
+    assert results[0].metrics["score"] > 0
