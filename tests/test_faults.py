@@ -172,3 +172,17 @@ def test_a_shard_dying_just_before_the_final_checkpoint_does_not_cost_the_checkp
     _, state = ckpt.load_latest(run)
     assert state["counters"]["env_steps"] > 0 and state["learner"]["updates"] > 0
     assert "a replay shard did not answer" in caplog.text
+
+
+def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes_on(tmp_path):
+    killed: list[int] = []
+    _kill_when_running("LearnerWorker", 10.0, killed)
+    res = train(tiny(**{"stop.max_env_steps": 60_000, "evaluation.interval_s": 0.5, "evaluation.episodes": 2,
+                        "checkpoint.every_reports": 4}), run_dir=tmp_path / "r")
+    assert killed, "the test must really kill the learner"
+    import json
+    records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["learner_restarts"] >= 1
+    first = next(i for i, r in enumerate(records) if r["learner_restarts"] >= 1)
+    assert records[-1]["learner_updates"] > records[first]["learner_updates"]  # updates go on after it
+    assert res.env_steps >= 60_000 and res.checkpoint is not None and res.checkpoint.exists()

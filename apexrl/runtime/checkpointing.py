@@ -40,6 +40,7 @@ class Checkpointer:
         self.replay_snapshot: list[dict[str, Any]] | None = None  # the last complete one (shard restarts use it)
         self.last: Path | None = None
         self.inflight: dict[str, Any] | None = None  # a periodic checkpoint's state requests
+        self.learner_state: dict[str, Any] | None = None  # the last saved one: a restarted learner's start
 
     def resume(self, state: dict[str, Any], path: Path) -> None:
         self.progress.restore(state["counters"])
@@ -52,6 +53,7 @@ class Checkpointer:
         if state.get("replay") and len(state["replay"]) == len(self.topology.shards):
             ray.get([s.load_state_dict.remote(st) for s, st in zip(self.topology.shards, state["replay"])])
             self.replay_snapshot = state["replay"]
+        self.learner_state = state["learner"]
         truncate_metrics(self.run_dir / "metrics.jsonl", self.progress.env_steps)
         self.last = path
 
@@ -87,6 +89,7 @@ class Checkpointer:
     def save(self, refs: dict[str, Any], elapsed: float, run_dir: Path | None = None) -> Path:
         """Write the states ``refs`` asked for, under ``run_dir`` (default: the run's own)."""
         learner = ray.get(refs["learner"])
+        self.learner_state = learner
         counters = self.progress.counters(elapsed)
         # the learner's state may be a chunk ahead of the driver's count
         counters["learner_updates"] = max(self.progress.updates, int(learner.get("updates", 0)))

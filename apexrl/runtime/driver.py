@@ -149,11 +149,13 @@ class Loop:
         try:
             res = ray.get(ref)
         except (RayActorError, RayTaskError) as e:
-            if kind != "actor":
-                raise
-            self.supervisor.restart_actor(i, e)
-            self.chunk[i] = first_actor_chunk(E)
-            self._start_actor(i)
+            if kind == "actor":
+                self.supervisor.restart_actor(i, e)
+                self.chunk[i] = first_actor_chunk(E)
+                self._start_actor(i)
+            else:
+                self.supervisor.restart_learner(e, self.checkpointer.learner_state)
+                self._start_learner()
             return None
         if kind == "actor":
             self.progress.on_actor(i, res)
@@ -162,6 +164,7 @@ class Loop:
             self.chunk[i] = next_actor_chunk(res, E)
             self._start_actor(i)
             return None
+        self.supervisor.learner_ok()
         self.progress.updates = res["total_updates"]
         window.add_learner(res)
         if res["consecutive_skips"] >= self.cfg.learner.max_consecutive_skips:

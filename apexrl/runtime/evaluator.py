@@ -45,6 +45,7 @@ class DriverEvaluator:
         self.system, self.cfg, self.ps = system, system.cfg, ps
         self.net = system.make_network()
         self.round = 0
+        self.last_weights: tuple[int, dict[str, Any]] | None = None  # a copy the driver holds
 
     def submit(self) -> Future[dict[str, Any]]:
         """Start an evaluation on a daemon thread (a long Atari evaluation must not hold up the exit)."""
@@ -71,7 +72,9 @@ class DriverEvaluator:
         self.round += 1
         seed = self.cfg.seed * 7 + 1_000_000 + self.round
         policy = self.system.make_eval_policy(self.net, ev.episodes, seed)
-        policy.set_weights(ray.get(ref, timeout=60))
+        weights = ray.get(ref, timeout=60)
+        self.last_weights = (version, weights)
+        policy.set_weights(weights)
         t0 = time.perf_counter()
         returns = evaluate(policy, self.cfg.env, ev.episodes, seed=seed)
         return {"eval_returns": returns, "weights_version": version, "eval_time_s": time.perf_counter() - t0}

@@ -21,6 +21,7 @@ class Progress:
     last_eval: float | None = None
     evaluations: int = 0
     actor_restarts: int = 0
+    learner_restarts: int = 0
     shard_restarts: int = 0
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     recent_lengths: deque[int] = field(default_factory=lambda: deque(maxlen=100))

@@ -68,6 +68,7 @@ class Reporter:
             "skipped_updates": learner.get("skipped_updates", 0),
             "actor_restarts": p.actor_restarts,
             "shard_restarts": p.shard_restarts,
+            "learner_restarts": p.learner_restarts,
             "dropped_sends": sum(p.actor_dropped.values()),
         }
         if w.n:

@@ -29,8 +29,36 @@ class Supervisor:
         self.topology, self.progress, self.console = topology, progress, console
         self.fail_streak = [0] * topology.num_actors
 
+        self.learner_streak = 0
+
     def actor_ok(self, i: int) -> None:
         self.fail_streak[i] = 0
+
+    def learner_ok(self) -> None:
+        self.learner_streak = 0
+
+    def restart_learner(self, err: Exception, state: dict[str, Any] | None) -> None:
+        """Replace a dead or failing learner: the newest published weights, the last checkpoint's
+        optimizer/target/counters (``state``), the same shards. One that fails again before finishing a
+        chunk is a crash loop, and stops the run."""
+        self.progress.learner_restarts += 1
+        self.learner_streak += 1
+        why = cause(err)
+        if self.learner_streak > MAX_ACTOR_FAILURES_IN_ROW:
+            raise TrainingError(f"the learner failed {self.learner_streak} times in a row without completing any "
+                                f"work; giving up. Last error: {why}")
+        log.warning("learner failed (%s); restarting it from the newest weights", why)
+        self.console.message(f"learner failed ({why}); restart #{self.progress.learner_restarts} from the newest "
+                             "weights" + (" and the last checkpoint" if state is not None else ""))
+        _kill(self.topology.learner)
+        got = ray.get(self.topology.ps.get.remote(-1), timeout=60)
+        weights, version = (None, 0) if got is None else (_weights(got), got[0])
+        ev = self.topology.evaluator
+        if weights is None and ev is not None and ev.last_weights is not None:
+            weights = ev.last_weights[1]  # the dead learner owned the published copy: the evaluator's is next
+        new = self.topology.make_learner()
+        ray.get(new.recover.remote(state, weights, version), timeout=300)
+        self.topology.learner = new
 
     def restart_actor(self, i: int, err: Exception) -> None:
         """Replace a dead or failing actor with a fresh one of the same index; an actor that fails again
@@ -72,6 +100,14 @@ class Supervisor:
             replaced = True
         if replaced:
             self.topology.set_shards(shards)
+
+
+def _weights(got: tuple[int, list[Any]]) -> Any:
+    """The published weights, or None when their owner (the dead learner) took them with it."""
+    try:
+        return ray.get(got[1][0], timeout=60)
+    except Exception:  # noqa: BLE001 - owner died: the objects are lost
+        return None
 
 
 def _kill(handle: Any) -> None:

@@ -38,16 +38,21 @@ class Topology:
 
     def __init__(self, system: System) -> None:
         from apexrl.runtime.transport import ParameterServer
-        from apexrl.runtime.workers import LearnerWorker
 
         cfg = system.cfg
         self.system, self.cfg, self.num_actors = system, cfg, system.num_actors
         self.ps = ParameterServer.remote()
         self.shards = [self.make_shard(i) for i in range(cfg.replay.num_shards)]
-        self.learner = LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus).remote(
-            system, self.shards, self.ps, threads=max(1, int(cfg.learner.num_cpus)))
+        self.learner = self.make_learner()
         self.actors = [self.make_actor(i) for i in range(system.num_actors)]
         self.evaluator = DriverEvaluator(system, self.ps) if cfg.evaluation.interval_s > 0 else None
+
+    def make_learner(self) -> Any:
+        from apexrl.runtime.workers import LearnerWorker
+
+        cfg = self.cfg
+        return LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus).remote(
+            self.system, self.shards, self.ps, threads=max(1, int(cfg.learner.num_cpus)))
 
     def make_shard(self, i: int) -> Any:
         from apexrl.runtime.workers import ReplayShardWorker

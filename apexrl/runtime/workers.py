@@ -96,6 +96,18 @@ class LearnerWorker:
         self.loop.learner.load_state_dict(state)
         self.loop.publish()
 
+    def recover(self, state: dict[str, Any] | None, weights: dict[str, np.ndarray] | None, version: int) -> None:
+        """Take over from a dead learner: optimizer, target network and counters from ``state`` (the last
+        checkpoint's learner state, if any), the network from the newest published ``weights``, and the
+        update count from their ``version``, so that publications stay newer than what actors hold."""
+        learner = self.loop.learner
+        merged = dict(state) if state is not None else learner.state_dict()
+        if weights is not None:
+            merged["net"] = {k: torch.as_tensor(np.array(v)) for k, v in weights.items()}
+        merged["updates"] = max(int(merged.get("updates", 0)), version)
+        learner.load_state_dict(merged)
+        self.loop.publish()
+
     def set_shards(self, shards: list[Any]) -> None:
         """Point at a new shard set (a dead shard was replaced)."""
         changed = [j for j, (old, new) in enumerate(zip(self.transport.shards, shards)) if old != new]
