@@ -195,7 +195,7 @@ class ApexTrainer(tune.Trainable):
         """A greedy evaluation now (``evaluation.episodes`` episodes)."""
         ev = self.topology.evaluator or _evaluator(self)
         res = ev.evaluate()
-        self.loop._take_evaluation(lambda: res)
+        self.loop.take_evaluation(lambda: res)
         return {"evaluation": {"episode_reward_mean": float(np.mean(res["eval_returns"])) if res["eval_returns"]
                                else math.nan, "episodes": len(res["eval_returns"])}}
 

@@ -214,7 +214,7 @@ class Loop:
             for ref in ready:
                 self.last_learner = self._collect(ref, self.window) or self.last_learner
             if self.eval_future is not None and self.eval_future.done():
-                returns = self._take_evaluation(self.eval_future.result)
+                returns = self.take_evaluation(self.eval_future.result)
                 self.eval_future = None
                 if returns:
                     self.eval_returns = returns
@@ -250,7 +250,7 @@ class Loop:
         last_learner = self._drain(self.window) or self.last_learner
         final_eval = None
         if self.eval_future is not None and stop_reason != "interrupted":  # let it finish (it owns the network)
-            final_eval = self._take_evaluation(functools.partial(self.eval_future.result, timeout=300)) or None
+            final_eval = self.take_evaluation(functools.partial(self.eval_future.result, timeout=300)) or None
         if progress.last_eval is None and stop_reason != "interrupted":
             final_eval = self._final_evaluation()
         elapsed = self.elapsed()
@@ -266,7 +266,7 @@ class Loop:
             env_steps_to_target=self.stop.steps_to_target,
         )
 
-    def _take_evaluation(self, result: Callable[[], dict[str, Any]]) -> list[float]:
+    def take_evaluation(self, result: Callable[[], dict[str, Any]]) -> list[float]:
         """The returns of an evaluation, recorded as the last and best (empty if it failed: logged,
         training goes on)."""
         try:
@@ -282,7 +282,7 @@ class Loop:
         """A run that ended before its first periodic evaluation still reports how its policy plays."""
         if self.topology.evaluator is None or self.progress.updates == 0:
             return None
-        return self._take_evaluation(self.topology.evaluator.evaluate) or None
+        return self.take_evaluation(self.topology.evaluator.evaluate) or None
 
     def _drain(self, window: Window) -> dict[str, Any] | None:
         """Let in-flight chunks finish (bounded) so their counters land in the final report and checkpoint;
