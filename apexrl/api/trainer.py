@@ -32,11 +32,11 @@ import ray
 from ray import tune
 
 from apexrl import checkpoint as ckpt
-from apexrl.config import Config, ConfigError, dump_yaml, from_dict, load, to_dict
+from apexrl.config import Config, ConfigError, from_dict, load, to_dict
 from apexrl.metrics import Console
-from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
+from apexrl.runtime.assembly import assemble, logical_cpus
 from apexrl.runtime.cluster import init_ray
-from apexrl.runtime.driver import Loop, run_name
+from apexrl.runtime.driver import Loop, build_topology, run_name
 from apexrl.runtime.topology import Topology
 
 # RLlib keys of an iteration's length; they are the trainer's, not the run's.
@@ -45,14 +45,9 @@ STARTUP_TIMEOUT_S = 120.0
 LEARNER_STATS = ("loss", "q_mean", "td_abs_mean", "grad_norm", "is_weight_mean")
 
 
-def _config(config: Config | Mapping[str, Any] | str | None) -> tuple[Config, dict[str, float]]:
+def _config(config: Mapping[str, Any]) -> tuple[Config, dict[str, float]]:
+    """The run's Config and the iteration's length from a trainer's config dict."""
     iteration = dict(ITERATION_KEYS)
-    if config is None:
-        return Config(), iteration
-    if isinstance(config, Config):
-        return config, iteration
-    if isinstance(config, str):
-        return load(config), iteration
     raw = dict(config)
     for k in ITERATION_KEYS:
         if k in raw:
@@ -84,16 +79,10 @@ class ApexTrainer(tune.Trainable):
         self._started_ray = init_ray(None, num_cpus=logical_cpus(cfg, max(os.cpu_count() or 1, 1)))
         self.topology: Topology | None = None
         try:
-            resources = ray.cluster_resources()
-            cfg = fit_to_cluster(cfg, float(resources.get("CPU", 1)), float(resources.get("GPU", 0)))
-            self.cfg = cfg
             self.run_dir = Path(run_dir) if run_dir is not None else Path("runs") / run_name(cfg)
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.yaml").write_text(dump_yaml(cfg))
-            num_actors = auto_num_actors(cfg, float(resources.get("CPU", 1)))
-            self.system = assemble(cfg, num_actors=num_actors, model_factory=model_factory)
-            self.topology = Topology(self.system)
-            self.loop = Loop(cfg, self.topology, self.run_dir, Console(cfg.logging.console), None, None)
+            self.cfg, self.topology = build_topology(cfg, self.run_dir, model_factory, private=self._started_ray)
+            self.system = self.topology.system
+            self.loop = Loop(self.cfg, self.topology, self.run_dir, Console(self.cfg.logging.console), None, None)
             self.loop.start()
         except BaseException:
             self._shutdown()

@@ -96,15 +96,7 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
     previous_sigterm = sigterm_as_interrupt()  # after ray.init, which installs its own (aborting) handler
     topology: Topology | None = None
     try:
-        resources = ray.cluster_resources()
-        cluster_cpus = float(resources.get("CPU", host_cpus))
-        cfg = fit_to_cluster(cfg, cluster_cpus, float(resources.get("GPU", 0)))  # nothing waits unscheduled
-        num_actors = auto_num_actors(cfg, host_cpus if started_ray and address is None else cluster_cpus)
-        rdir.mkdir(parents=True, exist_ok=True)
-        (rdir / "config.yaml").write_text(dump_yaml(cfg))
-        if model_factory is not None:
-            ship_by_value(model_factory)
-        topology = Topology(assemble(cfg, num_actors=num_actors, model_factory=model_factory))
+        cfg, topology = build_topology(cfg, rdir, model_factory, private=started_ray and address is None)
         return Loop(cfg, topology, rdir, console, resume_state, resume_path).run()
     finally:
         if topology is not None:
@@ -113,6 +105,23 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
             ray.shutdown()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def build_topology(cfg: Config, rdir: Path, model_factory: ModelFactory | None,
+                   private: bool) -> tuple[Config, Topology]:
+    """On a running Ray (``private``: one this process started on loopback): the config fitted to the
+    cluster, the run dir and its config.yaml written, the model factory shipped, the Ray actors built.
+    ``apexrl train`` and ``ApexTrainer`` both start a run here."""
+    host_cpus = max(os.cpu_count() or 1, 1)
+    resources = ray.cluster_resources()
+    cluster_cpus = float(resources.get("CPU", host_cpus))
+    cfg = fit_to_cluster(cfg, cluster_cpus, float(resources.get("GPU", 0)))  # nothing waits unscheduled
+    num_actors = auto_num_actors(cfg, host_cpus if private else cluster_cpus)
+    rdir.mkdir(parents=True, exist_ok=True)
+    (rdir / "config.yaml").write_text(dump_yaml(cfg))
+    if model_factory is not None:
+        ship_by_value(model_factory)
+    return cfg, Topology(assemble(cfg, num_actors=num_actors, model_factory=model_factory))
 
 
 class Loop:
