@@ -100,10 +100,26 @@ class LearnerConfig:
 
 
 @dataclass(frozen=True)
+class DPGConfig:
+    """Ape-X DPG (``agent: dpg``): the critic trains with ``learner.lr``/``learner.optimizer``, the rest here."""
+
+    actor_lr: float = 1e-3  # deterministic policy's learning rate (Adam)
+    tau: float = 0.005  # Polyak averaging of both target networks per update; 0 = hard copies every
+    #                     learner.target_update_period updates (the Ape-X paper's choice)
+    twin_critics: bool = True  # TD3's clipped double Q: the target takes the smaller of two critics
+    policy_delay: int = 2  # critic updates per policy update (TD3: 2; DDPG: 1)
+    target_noise: float = 0.2  # std of the clipped Gaussian added to the target action (TD3 smoothing; 0 = off)
+    target_noise_clip: float = 0.5  # bound of that noise, in the [-1, 1] action scale
+    noise_max: float = 0.5  # Gaussian action-noise std of the most exploring env slot ([-1, 1] scale)
+    noise_min: float = 0.05  # ...and of the least: slots in between are spread geometrically, as Ape-X
+    #                          spreads epsilon, so some actors explore widely and some act nearly greedily
+
+
+@dataclass(frozen=True)
 class EvaluationConfig:
     interval_s: float = 1.0  # seconds between greedy evaluations (0 = off); CartPole's costs ~60 ms
     episodes: int = 10  # episodes per evaluation
-    epsilon: float = 0.0  # exploration during evaluation
+    epsilon: float = 0.0  # exploration during evaluation (dqn: epsilon; dpg: action-noise std)
 
 
 @dataclass(frozen=True)
@@ -133,12 +149,13 @@ class Config:
 
     seed: int = 0
     name: str | None = None  # run name; None = {env}__s{seed}__{time}
-    agent: str = "dqn"  # the algorithm (apexrl.agents): dqn
+    agent: str = "dqn"  # the algorithm (apexrl.agents): dqn (discrete actions) | dpg (continuous actions)
     env: EnvConfig = field(default_factory=EnvConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     actors: ActorsConfig = field(default_factory=ActorsConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
+    dpg: DPGConfig = field(default_factory=DPGConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
@@ -193,7 +210,7 @@ def dump_yaml(cfg: Config) -> str:
 from apexrl.config_parse import ALIASES, from_dict, load, load_yaml, parse_override, resolve_path  # noqa: E402
 from apexrl.config_validate import validate  # noqa: E402
 
-__all__ = ["ALIASES", "ActorsConfig", "CheckpointConfig", "Config", "ConfigError", "EnvConfig", "EvaluationConfig",
+__all__ = ["ALIASES", "ActorsConfig", "CheckpointConfig", "Config", "ConfigError", "DPGConfig", "EnvConfig", "EvaluationConfig",
            "LearnerConfig", "LoggingConfig", "NetworkConfig", "PRESETS_DIR", "ReplayConfig", "StopConfig",
            "dump_yaml", "flatten", "from_dict", "load", "load_yaml", "parse_override", "resolve_path", "to_dict",
            "validate"]

@@ -102,10 +102,23 @@ def validate(cfg: Config) -> Config:
            "an integer >= 1")
     _check(le.num_gpus >= 0, "learner.num_gpus", le.num_gpus, "a number >= 0")
     _check(le.num_cpus >= 0, "learner.num_cpus", le.num_cpus, "a number >= 0")
+    d = cfg.dpg
+    _check(d.actor_lr > 0, "dpg.actor_lr", d.actor_lr, "a number > 0, e.g. 1e-3")
+    _check(0.0 <= d.tau <= 1.0, "dpg.tau", d.tau, "a number in [0, 1] (0 = hard target copies)")
+    _check(d.policy_delay >= 1, "dpg.policy_delay", d.policy_delay, "an integer >= 1")
+    _check(d.target_noise >= 0, "dpg.target_noise", d.target_noise, "a number >= 0 (0 = off)")
+    _check(d.target_noise_clip >= 0, "dpg.target_noise_clip", d.target_noise_clip, "a number >= 0")
+    _check(d.noise_max >= 0, "dpg.noise_max", d.noise_max, "a number >= 0 (action-noise std, [-1, 1] scale)")
+    _check(0 <= d.noise_min <= d.noise_max, "dpg.noise_min", d.noise_min,
+           f"a number in [0, dpg.noise_max = {d.noise_max}]")
+    if cfg.agent == "dpg":
+        _check(cfg.network.kind in ("auto", "mlp"), "network.kind", cfg.network.kind,
+               "auto or mlp with agent 'dpg' (its actor and critic are MLPs over flattened observations)")
     ev = cfg.evaluation
     _check(ev.interval_s >= 0, "evaluation.interval_s", ev.interval_s, "a number of seconds >= 0 (0 = off)")
     _check(ev.episodes >= 1, "evaluation.episodes", ev.episodes, "an integer >= 1")
-    _check(0.0 <= ev.epsilon <= 1.0, "evaluation.epsilon", ev.epsilon, "a number in [0, 1]")
+    _check(0.0 <= ev.epsilon <= 1.0 or (cfg.agent == "dpg" and ev.epsilon >= 0), "evaluation.epsilon", ev.epsilon,
+           "a number in [0, 1] (dpg: a noise std >= 0)")
     _check(cfg.logging.report_interval_s > 0, "logging.report_interval_s", cfg.logging.report_interval_s,
            "a number of seconds > 0")
     _check(cfg.checkpoint.every_reports >= 0, "checkpoint.every_reports", cfg.checkpoint.every_reports,

@@ -27,6 +27,7 @@ TB_TAGS = {
     "updates_per_s": "charts/updates_per_s",
     "learner_idle_fraction": "charts/learner_idle_fraction",
     "loss": "losses/td_loss",
+    "actor_loss": "losses/actor_loss",
     "q_mean": "losses/q_mean",
     "td_abs_mean": "losses/td_abs_mean",
     "grad_norm": "losses/grad_norm",

@@ -51,6 +51,28 @@ def test_a_killed_actor_is_restarted_and_training_goes_on(tmp_path):
     assert last["actor_restarts"] >= 1
 
 
+def test_dpg_survives_a_killed_actor_and_resumes_from_its_checkpoint(tmp_path):
+    import json
+
+    from apexrl import checkpoint as ckpt
+
+    dpg = {"agent": "dpg", "env.id": "Pendulum-v1", "replay.learning_starts": 500, "evaluation.interval_s": 1.0,
+           "evaluation.episodes": 2}
+    killed: list[int] = []
+    _kill_when_running("ActorWorker", 3.0, killed)
+    first = train(tiny(**dpg, **{"stop.max_env_steps": 12_000}), run_dir=tmp_path / "r")
+    assert killed, "the test must really kill an actor"
+    records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["actor_restarts"] >= 1 and first.learner_updates > 0
+    assert any("actor1_noise" in r for r in records) and any("eval_return_mean" in r for r in records)
+    assert any("actor_loss" in r for r in records)
+    _, state = ckpt.load_latest(tmp_path / "r")
+    assert state["learner"]["updates"] == first.learner_updates
+
+    second = train(tiny(**dpg, **{"stop.max_env_steps": 16_000}), resume=tmp_path / "r")
+    assert second.env_steps >= 16_000 and second.learner_updates > first.learner_updates
+
+
 def test_a_crash_looping_actor_stops_the_run_with_the_cause():
     # The time limit is far away: the run must give up on its own, after a bounded number of restarts.
     cfg = tiny(**{"env.id": "apexrl.envs.testing:Exploding-v0", "stop.max_time_s": 3600})

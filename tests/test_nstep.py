@@ -79,3 +79,14 @@ def test_envs_are_independent_and_every_step_is_emitted_once():
             assert np.all(tr["reward"] <= (1 - G ** n) / (1 - G) + 1e-6)
     pending = int(b._count.sum())
     assert count + pending == E * T
+
+
+def test_continuous_action_vectors_keep_their_shape_and_dtype():
+    b = NStepBuilder(2, 2, G)
+    act = lambda t: np.array([[t, -t], [t + 0.5, 0.0]], dtype=np.float32)  # noqa: E731
+    obs = np.zeros((2, 3), np.float32)
+    no = np.zeros(2, dtype=bool)
+    assert b.step(obs, act(0.25), np.ones(2), obs, no, no) is None
+    out = b.step(obs, act(1.0), np.ones(2), obs, no, no)
+    assert out["action"].dtype == np.float32 and out["action"].shape == (2, 2)
+    np.testing.assert_array_equal(out["action"], act(0.25))  # the window's first action

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from apexrl.agents.base import AgentBuilder
 
-BUILDERS: dict[str, str] = {"dqn": "apexrl.agents.dqn:DQNBuilder"}
+BUILDERS: dict[str, str] = {"dqn": "apexrl.agents.dqn:DQNBuilder", "dpg": "apexrl.agents.dpg:DPGBuilder"}
 
 
 def get_builder(name: str) -> AgentBuilder:

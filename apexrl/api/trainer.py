@@ -42,7 +42,7 @@ from apexrl.runtime.topology import Topology
 # RLlib keys of an iteration's length; they are the trainer's, not the run's.
 ITERATION_KEYS = {"min_time_s_per_iteration": 5.0, "min_sample_timesteps_per_iteration": 0}
 STARTUP_TIMEOUT_S = 120.0
-LEARNER_STATS = ("loss", "q_mean", "td_abs_mean", "grad_norm", "is_weight_mean")
+LEARNER_STATS = ("loss", "actor_loss", "q_mean", "td_abs_mean", "grad_norm", "is_weight_mean")
 
 
 def _config(config: Mapping[str, Any]) -> tuple[Config, dict[str, float]]:

@@ -21,7 +21,8 @@ class NStepBuilder:
     """Feed one vectorized step at a time, get back the transitions that became complete.
 
     ``obs`` arrays may be anything with a leading env dimension: float observations, or frame-id stacks
-    for Atari (the replay de-duplicates frames).
+    for Atari (the replay de-duplicates frames); actions are discrete ids (stored int64) or continuous
+    vectors (their float dtype kept).
     """
 
     def __init__(self, num_envs: int, n: int, gamma: float) -> None:
@@ -30,7 +31,7 @@ class NStepBuilder:
         self.num_envs, self.n, self.gamma = num_envs, n, gamma
         self._powers = gamma ** np.arange(n + 1, dtype=np.float64)
         self._obs: np.ndarray | None = None  # [n, E, ...] ring over time
-        self._act = np.zeros((n, num_envs), dtype=np.int64)
+        self._act: np.ndarray | None = None  # [n, E, ...]: discrete ids or continuous action vectors
         self._rew = np.zeros((n, num_envs), dtype=np.float64)
         self._count = np.zeros(num_envs, dtype=np.int64)  # pending steps per env, <= n
         self._t = 0  # ring position of the next write (shared by all envs: they step together)
@@ -48,6 +49,9 @@ class NStepBuilder:
         n = self.n
         if self._obs is None:
             self._obs = np.zeros((n, *obs.shape), dtype=obs.dtype)
+        if self._act is None:
+            action = np.asarray(action)
+            self._act = np.zeros((n, *action.shape), dtype=action.dtype if action.dtype.kind == "f" else np.int64)
         p = self._t % n
         self._obs[p] = obs
         self._act[p] = action

@@ -35,3 +35,13 @@ def test_cartpole_is_solved_in_process():
     res = run_local(small(seed=0), env_steps=60_000, num_actors=1, updates_per_round=8,
                     steps_per_round=4, eval_episodes=10)
     assert np.mean(res.eval_returns) >= 475, res.eval_returns
+
+
+def test_pendulum_is_learned_by_the_dpg_preset_in_process():
+    """Ape-X DPG with the pendulum preset: random play scores about -1200; the greedy policy passes -400
+    within a fixed number of env steps (seeded; measured -145 after 2,254 updates, ~7 s)."""
+    from apexrl.config import load
+
+    cfg = load("pendulum", ["seed=1", "replay.learning_starts=2000"])
+    res = run_local(cfg, env_steps=12_000, num_actors=1, updates_per_round=16, steps_per_round=4, eval_episodes=5)
+    assert np.mean(res.eval_returns) > -400, res.eval_returns

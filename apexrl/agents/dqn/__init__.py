@@ -23,7 +23,7 @@ class DQNBuilder:
         if not isinstance(action_space, gym.spaces.Discrete):
             kind = "continuous (Box)" if isinstance(action_space, gym.spaces.Box) else type(action_space).__name__
             raise EnvSpecError(f"env '{env_id}' has a {kind} action space; agent 'dqn' needs a discrete one "
-                               "(choose a Discrete-action env, or discretize the actions with a wrapper)")
+                               "(set agent=dpg for continuous actions)")
 
     def make_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None) -> torch.nn.Module:

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from apexrl.agents.torch_utils import resolve_device, to_device, zero_grad
 from apexrl.config import Config
 from apexrl.core import state_dict_to_numpy
 from apexrl.optim import make_optimizer
@@ -29,15 +30,6 @@ def double_dqn_targets(q_next_online: torch.Tensor, q_next_target: torch.Tensor,
     """
     best = q_next_online.argmax(dim=1, keepdim=True)
     return reward + discount * q_next_target.gather(1, best).squeeze(1)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"learner.device={name} but CUDA is not available on the learner's node "
-                           "(set learner.device=cpu, or learner.num_gpus=1 to place the learner on a GPU node)")
-    return torch.device(name)
 
 
 class DQNLearner:
@@ -58,8 +50,7 @@ class DQNLearner:
         self.consecutive_skips = 0
 
     def _tensor(self, x: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
-        t = torch.from_numpy(x) if x.flags.writeable else torch.from_numpy(x.copy())
-        return t.to(self.device, dtype=dtype, non_blocking=True)
+        return to_device(x, self.device, dtype)
 
     def update(self, batch: dict[str, np.ndarray], weights: np.ndarray) -> tuple[np.ndarray | None, dict[str, float]]:
         """One gradient step. Returns (new priorities |TD| + eps, metrics); priorities are None when the
@@ -108,10 +99,7 @@ class DQNLearner:
         return prios, metrics
 
     def _zero_grad(self) -> None:
-        # Same as optimizer.zero_grad(set_to_none=True) without its profiler/dynamo wrappers, which cost
-        # ~10% of a CartPole update (py-spy: record_function.__enter__ + _disable_dynamo per call).
-        for p in self._params:
-            p.grad = None
+        zero_grad(self._params)
 
     def _skip(self, what: str) -> tuple[None, dict[str, float]]:
         self.skipped_updates += 1

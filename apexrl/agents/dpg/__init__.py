@@ -1,0 +1,59 @@
+"""Ape-X DPG: deterministic policy and critics, Gaussian-noise actors with Ape-X's spread of exploration,
+n-step prioritized learner with TD3's options (Horgan et al., 2018; Fujimoto et al., 2018)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from apexrl.agents.base import ModelFactory
+from apexrl.agents.dpg.learner import DPGLearner
+from apexrl.agents.dpg.networks import ActionScale, build_actor_critic
+from apexrl.agents.dpg.policy import GaussianNoisePolicy, actor_noise_scales
+from apexrl.config import Config
+from apexrl.envs import EnvSpecError
+
+
+class DPGBuilder:
+    name = "dpg"
+
+    def check_spaces(self, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
+        if not isinstance(action_space, gym.spaces.Box):
+            raise EnvSpecError(f"env '{env_id}' has a {type(action_space).__name__} action space; agent 'dpg' "
+                               "needs a continuous (Box) one (set agent=dqn for discrete actions)")
+        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+            raise EnvSpecError(f"env '{env_id}' has unbounded actions (low {action_space.low}, high "
+                               f"{action_space.high}); agent 'dpg' needs finite bounds (wrap the env with "
+                               "gymnasium.wrappers.ClipAction or RescaleAction and register it)")
+        if not np.issubdtype(action_space.dtype, np.floating):
+            raise EnvSpecError(f"env '{env_id}' has {action_space.dtype} Box actions; agent 'dpg' needs float ones")
+
+    def make_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                     model_factory: ModelFactory | None = None) -> torch.nn.Module:
+        if model_factory is not None:
+            return model_factory(observation_space, action_space)
+        return build_actor_critic(observation_space, action_space, cfg.network.torso,
+                                  2 if cfg.dpg.twin_critics else 1)
+
+    def make_actor_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space,
+                          actor_index: int, num_actors: int, num_envs: int, seed: int,
+                          key_capacity: int = 0) -> GaussianNoisePolicy:
+        d = cfg.dpg
+        noise = actor_noise_scales(actor_index, num_actors, num_envs, d.noise_max, d.noise_min,
+                                   cfg.actors.epsilon_per)
+        warmup = -(-cfg.replay.learning_starts // num_actors)
+        return GaussianNoisePolicy(network, ActionScale(action_space), noise, seed,  # type: ignore[arg-type]
+                                   cfg.replay.priority_eps, warmup)
+
+    def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
+                         seed: int, explore: float | None = None) -> GaussianNoisePolicy:
+        noise = cfg.evaluation.epsilon if explore is None else explore
+        return GaussianNoisePolicy(network, ActionScale(action_space), np.full(num_envs, noise),  # type: ignore[arg-type]
+                                   seed, cfg.replay.priority_eps)
+
+    def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                     model_factory: ModelFactory | None = None, device: str | None = None) -> DPGLearner:
+        torch.manual_seed(cfg.seed)
+        net = self.make_network(cfg, observation_space, action_space, model_factory)
+        return DPGLearner(cfg, net, ActionScale(action_space), device)  # type: ignore[arg-type]
