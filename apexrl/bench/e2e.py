@@ -1,6 +1,7 @@
 """End to end: wall time and env steps until the greedy evaluation first reaches a target return.
 
-    apexrl bench e2e --env CartPole-v1 --seeds 3 --budget-s 600 --peers apexrl,sb3,rllib
+    apexrl bench e2e --seeds 3 --budget-s 600 --peers apexrl,sb3,rllib      # CartPole-v1 to 475 (DQN)
+    apexrl bench e2e --config pendulum --seeds 3 --peers apexrl,sb3         # Pendulum-v1 to -200 (DPG vs TD3)
 
 Each (peer, seed) runs alone, one after another (seed by seed: every peer runs seed k before any runs
 seed k+1), in a child process (``--_child``) so that peak RSS is the child's process tree (psutil, sampled
@@ -11,8 +12,9 @@ goes on; the in-loop peers (SB3, RLlib) pause training to evaluate, and that eva
 subtracted from their clock so no peer pays for the benchmark's measurement. "not reached" is a result.
 
 Peers (``pip install -e .[bench]``; a peer that does not import is skipped with the reason):
-  apexrl  the default preset (apexrl/configs/cartpole.yaml) with ``seed`` and the target/budget as stop rules.
-  sb3     Stable-Baselines3 DQN with RL Zoo's published CartPole-v1 hyperparameters (see SB3_ZOO_CARTPOLE).
+  apexrl  the task's preset (apexrl/configs/<task>.yaml) with ``seed`` and the target/budget as stop rules.
+  sb3     Stable-Baselines3 with RL Zoo's published hyperparameters: DQN on CartPole-v1 (SB3_ZOO_CARTPOLE),
+          TD3 on Pendulum-v1 (SB3_ZOO_PENDULUM_TD3).
   rllib   RLlib 2.60 DQNConfig, new API stack: PrioritizedEpisodeReplayBuffer (alpha 0.6, beta 0.4), double +
           dueling, n_step 3, as many env runners as apexrl has actors, otherwise RLlib's defaults (its default
           training intensity: one update of 32 per 3 sampled env steps). Updates are learner updates.
@@ -40,7 +42,7 @@ import time
 from typing import Any
 
 from apexrl.bench._results import ROOT, write_result
-from apexrl.bench.e2e_peers import EVAL_EPISODES, PEERS, TARGET
+from apexrl.bench.e2e_peers import EVAL_EPISODES, PEERS, TASKS, Task
 
 # ------------------------------------------------------------------------------------------ parent
 RLLIB_VENV_HINT = ("RLlib 2.60 pins gymnasium==1.2.2, so give it its own venv: bash benchmarks/make_rllib_venv.sh "
@@ -48,7 +50,9 @@ RLLIB_VENV_HINT = ("RLlib 2.60 pins gymnasium==1.2.2, so give it its own venv: b
                    "APEXRL_RLLIB_PYTHON")
 
 
-def _skip_reason(peer: str, python: str = sys.executable) -> str | None:
+def _skip_reason(peer: str, python: str = sys.executable, task: Task | None = None) -> str | None:
+    if peer == "rllib" and task is not None and task.agent != "dqn":
+        return "the rllib peer runs DQN only (RLlib removed Ape-X DDPG); compare continuous control with sb3"
     module = PEERS[peer][0]
     # Another interpreter also needs apexrl (config, shared evaluation) importable from this checkout.
     imports = [module] + ([] if python == sys.executable else ["apexrl.config", "apexrl.evaluation"])
@@ -105,11 +109,12 @@ def _tree_rss(proc: Any) -> int:
     return total
 
 
-def run_one(peer: str, env_id: str, seed: int, budget: float, eval_interval: float,
+def run_one(peer: str, task: Task, seed: int, budget: float, eval_interval: float,
             overrides: list[str], python: str = sys.executable) -> dict[str, Any]:
     import psutil
 
-    cmd = [python, "-m", "apexrl.bench.e2e", "--_child", peer, "--env", env_id, "--seed", str(seed),
+    cmd = [python, "-m", "apexrl.bench.e2e", "--_child", peer, "--config", task.preset, "--env", task.env_id,
+           "--target", repr(task.target), "--seed", str(seed),
            "--budget-s", str(budget), "--eval-interval-s", str(eval_interval),
            *[x for o in overrides for x in ("--set", o)]]
     t0 = time.perf_counter()
@@ -184,8 +189,9 @@ def _median_inf(xs: list[Any]) -> float | None:
     return None if m == float("inf") else m
 
 
-def print_table(results: list[dict[str, Any]], peers: list[str], skipped: dict[str, str], budget: float) -> None:
-    hdr = f"{'peer':8} {'reached':>8} {'time to 475 s':>20} {'env steps to 475':>22} {'env steps/s':>16} " \
+def print_table(results: list[dict[str, Any]], peers: list[str], skipped: dict[str, str], budget: float,
+                target: float = 475.0) -> None:
+    hdr = f"{'peer':8} {'reached':>8} {f'time to {target:g} s':>20} {f'env steps to {target:g}':>22} {'env steps/s':>16} " \
           f"{'updates/s':>14} {'peak RSS MB':>16}"
     print(hdr)
     print("-" * len(hdr))
@@ -210,7 +216,11 @@ def print_table(results: list[dict[str, Any]], peers: list[str], skipped: dict[s
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="apexrl bench e2e", description=__doc__.split("\n\n")[0])
-    p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--config", default="cartpole", choices=sorted(TASKS),
+                   help="task: apexrl's preset, its env and target (cartpole: DQN to 475; pendulum: DPG to -200)")
+    p.add_argument("--env", default=None, help="env id (default: the task's)")
+    p.add_argument("--target", type=float, default=None, help="greedy-eval mean that counts as solved "
+                   "(default: the task's)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per peer (from --first-seed)")
     p.add_argument("--first-seed", type=int, default=0, help="first seed (to extend an earlier run's seeds)")
     p.add_argument("--budget-s", type=float, default=600.0, help="wall seconds per run before 'not reached'")
@@ -228,8 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
 
+    base = TASKS[a.config]
+    task = Task(base.preset, a.env or base.env_id, base.target if a.target is None else a.target, base.agent)
     if a._child:
-        res = PEERS[a._child][1](a.env, a.seed, a.budget_s, a.eval_interval_s, a.set)
+        res = PEERS[a._child][1](task, a.seed, a.budget_s, a.eval_interval_s, a.set)
         print("E2E_RESULT " + json.dumps(res), flush=True)
         return 0
 
@@ -238,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown peer(s) {unknown}; choose from {sorted(PEERS)}")
     pythons = {peer: _peer_python(peer, a.rllib_python) for peer in peers}
-    skipped = {peer: why for peer in peers if (why := _skip_reason(peer, pythons[peer])) is not None}
+    skipped = {peer: why for peer in peers if (why := _skip_reason(peer, pythons[peer], task)) is not None}
     for peer, why in skipped.items():
         print(f"skipping {peer}: {why}", flush=True)
     results: list[dict[str, Any]] = []
@@ -249,13 +261,13 @@ def main(argv: list[str] | None = None) -> int:
             if peer in skipped:
                 continue
             print(f"running {peer} seed {seed} (budget {a.budget_s:g} s)...", flush=True)
-            r = run_one(peer, a.env, seed, a.budget_s, a.eval_interval_s, a.set, pythons[peer])
+            r = run_one(peer, task, seed, a.budget_s, a.eval_interval_s, a.set, pythons[peer])
             print(f"  -> reached={r.get('reached')} time={r.get('time_to_target_s')} "
                   f"steps={r.get('env_steps_to_target')} {r.get('error', '')}", flush=True)
             results.append(r)
-    print_table(results, peers, skipped, a.budget_s)
+    print_table(results, peers, skipped, a.budget_s, task.target)
     write_result("e2e", {
-        "env": a.env, "target": TARGET, "eval_episodes": EVAL_EPISODES, "budget_s": a.budget_s,
+        "task": a.config, "env": task.env_id, "target": task.target, "eval_episodes": EVAL_EPISODES, "budget_s": a.budget_s,
         "seeds": a.seeds, "first_seed": a.first_seed, "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
         "skipped": skipped, "pythons": pythons, "summary": summarize(results, peers, skipped), "runs": results,
     }, a.out)

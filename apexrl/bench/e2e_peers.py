@@ -1,5 +1,6 @@
 """The peers of ``apexrl bench e2e``, each run in a child process: apexrl (``apexrl train``'s code path),
-Stable-Baselines3 DQN with RL Zoo's settings, RLlib DQN; and the evaluation they all share."""
+Stable-Baselines3 (DQN or TD3, with RL Zoo's settings for the task), RLlib DQN; and the evaluation they all
+share."""
 
 from __future__ import annotations
 
@@ -7,11 +8,27 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TARGET = 475.0
 EVAL_EPISODES = 10
+
+
+@dataclass(frozen=True)
+class Task:
+    """A benchmark task: the apexrl preset, its env and the greedy-evaluation mean that counts as solved."""
+
+    preset: str
+    env_id: str
+    target: float
+    agent: str  # which SB3 peer: dqn -> DQN, dpg -> TD3
+
+
+TASKS: dict[str, Task] = {
+    "cartpole": Task("cartpole", "CartPole-v1", 475.0, "dqn"),
+    "pendulum": Task("pendulum", "Pendulum-v1", -200.0, "dpg"),
+}
 
 # RL Zoo (DLR-RM/rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1, tuned), verbatim except n_timesteps,
 # which the budget replaces:  policy MlpPolicy, learning_rate 2.3e-3, batch_size 64, buffer_size 100000,
@@ -24,6 +41,17 @@ SB3_ZOO_CARTPOLE: dict[str, Any] = dict(
     exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]),
 )
 SB3_ZOO_TIMESTEPS = 50_000
+
+# RL Zoo (hyperparams/td3.yml, Pendulum-v1), verbatim except n_timesteps (the budget replaces it): policy
+# MlpPolicy, gamma 0.98, buffer_size 200000, learning_starts 10000, noise_type normal, noise_std 0.1,
+# gradient_steps -1, train_freq [1, "episode"], learning_rate 1e-3, policy_kwargs dict(net_arch=[400, 300]),
+# n_timesteps 2e4. SB3's TD3 defaults supply the rest (batch 256, tau 0.005, policy_delay 2, target noise 0.2).
+SB3_ZOO_PENDULUM_TD3: dict[str, Any] = dict(
+    gamma=0.98, buffer_size=200_000, learning_starts=10_000, gradient_steps=-1, train_freq=(1, "episode"),
+    learning_rate=1e-3, policy_kwargs=dict(net_arch=[400, 300]),
+)
+SB3_ZOO_TD3_NOISE_STD = 0.1
+SB3_ZOO_TD3_TIMESTEPS = 20_000
 
 
 # ------------------------------------------------------------------------------------------ shared pieces
@@ -39,25 +67,33 @@ class _Clock:
 
 
 class _GreedyPolicy:
-    """Adapts a peer's ``fn(obs_tensor) -> q_values`` to the policy ``evaluate`` plays with: greedy, as
-    apexrl's evaluation policy with ``evaluation.epsilon`` 0."""
+    """Adapts a peer's ``act(obs_batch) -> actions`` (greedy: argmax Q, or a deterministic policy without
+    noise) to the policy ``evaluate`` plays with, as apexrl's evaluation policy with ``evaluation.epsilon`` 0."""
 
     def __init__(self, fn: Callable[[Any], Any]) -> None:
         self.fn = fn
 
     def act(self, obs: Any, keys: Any = None) -> Any:
+        return self.fn(obs)
+
+
+def argmax_q(q_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Greedy actions of a ``q_fn(obs_tensor) -> Q-values``."""
+    def act(obs: Any) -> Any:
         import torch
 
-        return self.fn(torch.as_tensor(obs)).argmax(dim=1).numpy()
+        with torch.no_grad():
+            return q_fn(torch.as_tensor(obs)).argmax(dim=1).numpy()
+    return act
 
 
-def _greedy_eval(q_fn: Callable[[Any], Any], env_id: str, seed: int, round_: int) -> float:
+def _greedy_eval(act_fn: Callable[[Any], Any], env_id: str, seed: int, round_: int) -> float:
     import numpy as np
 
     from apexrl.config import EnvConfig
     from apexrl.evaluation import evaluate
 
-    returns = evaluate(_GreedyPolicy(q_fn),  # type: ignore[arg-type]
+    returns = evaluate(_GreedyPolicy(act_fn),  # type: ignore[arg-type]
                         EnvConfig(id=env_id), EVAL_EPISODES, seed=seed * 7 + 1_000_000 + round_)
     return float(np.mean(returns))
 
@@ -65,36 +101,37 @@ def _greedy_eval(q_fn: Callable[[Any], Any], env_id: str, seed: int, round_: int
 class _Tracker:
     """Evaluates every ``interval`` seconds of (benchmark-excluded) wall time; records first success."""
 
-    def __init__(self, env_id: str, seed: int, interval: float, budget: float, clock: _Clock) -> None:
-        self.env_id, self.seed, self.interval, self.budget, self.clock = env_id, seed, interval, budget, clock
+    def __init__(self, env_id: str, target: float, seed: int, interval: float, budget: float, clock: _Clock) -> None:
+        self.env_id, self.target, self.seed, self.interval, self.budget = env_id, target, seed, interval, budget
+        self.clock = clock
         self.next_eval = interval
         self.rounds = 0
         self.evals: list[tuple[float, int, float]] = []
         self.time_to_target: float | None = None
         self.steps_to_target: int | None = None
 
-    def maybe_eval(self, env_steps: int, q_fn: Callable[[Any], Any]) -> bool:
+    def maybe_eval(self, env_steps: int, act_fn: Callable[[Any], Any]) -> bool:
         """Return True when training should stop (target reached or budget spent)."""
         t = self.clock.now()
         if t >= self.next_eval:
             t_eval = time.perf_counter()
             self.rounds += 1
-            mean = _greedy_eval(q_fn, self.env_id, self.seed, self.rounds)
+            mean = _greedy_eval(act_fn, self.env_id, self.seed, self.rounds)
             self.clock.excluded += time.perf_counter() - t_eval
             self.evals.append((round(t, 2), env_steps, mean))
             self.next_eval = t + self.interval
-            if mean >= TARGET and self.time_to_target is None:
+            if mean >= self.target and self.time_to_target is None:
                 self.time_to_target, self.steps_to_target = t, env_steps
                 return True
         return t >= self.budget
 
 
 # ------------------------------------------------------------------------------------------ peers (children)
-def run_apexrl(env_id: str, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
+def run_apexrl(task: Task, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
     from apexrl.config import load
     from apexrl.runtime.driver import train
 
-    cfg = load("cartpole", [f"env.id={env_id}", f"seed={seed}", f"stop.target_return={TARGET}",
+    cfg = load(task.preset, [f"env.id={task.env_id}", f"seed={seed}", f"stop.target_return={task.target}",
                             f"stop.max_time_s={budget}", f"evaluation.episodes={EVAL_EPISODES}",
                             "logging.console=plain", "logging.tensorboard=false", "checkpoint.every_reports=0",
                             *([f"evaluation.interval_s={eval_interval}"] if eval_interval > 0 else []),
@@ -130,27 +167,49 @@ def run_apexrl(env_id: str, seed: int, budget: float, eval_interval: float, over
     }
 
 
-def run_sb3(env_id: str, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
+def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
+    """SB3 DQN (CartPole settings) for ``dqn`` tasks, TD3 (Pendulum settings) for ``dpg`` tasks."""
     import gymnasium as gym
+    import numpy as np
     import torch
-    from stable_baselines3 import DQN
+    from stable_baselines3 import DQN, TD3
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.noise import NormalActionNoise
 
-    torch.set_num_threads(1)
+    env_id = task.env_id
+    if task.agent == "dqn":
+        torch.set_num_threads(1)
+    # TD3 keeps torch's default threads (every core of this host for its one process): its 400x300
+    # networks gain from them, and SB3 should not be handicapped against apexrl's two processes.
     clock = _Clock()
-    tracker = _Tracker(env_id, seed, eval_interval, budget, clock)
+    tracker = _Tracker(env_id, task.target, seed, eval_interval, budget, clock)
 
     class _Cb(BaseCallback):
         def _on_step(self) -> bool:
-            q_net = self.model.q_net  # type: ignore[attr-defined]
-            return not tracker.maybe_eval(self.num_timesteps, lambda obs: q_net(obs))
+            if task.agent == "dqn":
+                act = argmax_q(self.model.q_net)  # type: ignore[attr-defined]
+            else:
+                def act(obs: Any, model: Any = self.model) -> Any:
+                    return model.predict(obs, deterministic=True)[0]
+            return not tracker.maybe_eval(self.num_timesteps, act)
 
-    model = DQN("MlpPolicy", gym.make(env_id), seed=seed, verbose=0, device="cpu", **SB3_ZOO_CARTPOLE)
+    env = gym.make(env_id)
+    if task.agent == "dqn":
+        settings: dict[str, Any] = dict(SB3_ZOO_CARTPOLE)
+        model: Any = DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **settings)
+        first = SB3_ZOO_TIMESTEPS
+    else:
+        n = int(np.prod(env.action_space.shape))  # type: ignore[arg-type]
+        noise = NormalActionNoise(np.zeros(n), SB3_ZOO_TD3_NOISE_STD * np.ones(n))
+        settings = {**SB3_ZOO_PENDULUM_TD3, "noise_std": SB3_ZOO_TD3_NOISE_STD, "torch_threads": torch.get_num_threads()}
+        model = TD3("MlpPolicy", env, seed=seed, verbose=0, device="cpu", action_noise=noise,
+                    **SB3_ZOO_PENDULUM_TD3)
+        first = SB3_ZOO_TD3_TIMESTEPS
     cb = _Cb()
     steps = 0
     while tracker.time_to_target is None and clock.now() < budget:
-        # learn() in slices so the run can go past the Zoo's 5e4 steps within the budget (schedule kept).
-        model.learn(total_timesteps=SB3_ZOO_TIMESTEPS if steps == 0 else 10_000, callback=cb,
+        # learn() in slices so the run can go past the Zoo's n_timesteps within the budget (schedule kept).
+        model.learn(total_timesteps=first if steps == 0 else 10_000, callback=cb,
                     reset_num_timesteps=steps == 0)
         if model.num_timesteps == steps:
             break
@@ -162,11 +221,11 @@ def run_sb3(env_id: str, seed: int, budget: float, eval_interval: float, overrid
         "time_to_target_s": tracker.time_to_target, "env_steps_to_target": tracker.steps_to_target,
         "env_steps": int(model.num_timesteps), "updates": updates, "train_time_s": t,
         "env_steps_per_s": model.num_timesteps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
-        "evals": tracker.evals, "config": {k: str(v) for k, v in SB3_ZOO_CARTPOLE.items()},
+        "evals": tracker.evals, "config": {k: str(v) for k, v in settings.items()},
     }
 
 
-def run_rllib(env_id: str, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
+def run_rllib(task: Task, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
     """RLlib 2.60 DQN on the new API stack (RLModule + Learner + EnvRunner + ConnectorV2), RLlib's defaults
     except the settings below. Its default training intensity samples ``n_step`` (3) env steps per training
     step and makes one learner update of ``train_batch_size_per_learner`` (32) replayed transitions."""
@@ -180,7 +239,10 @@ def run_rllib(env_id: str, seed: int, budget: float, eval_interval: float, overr
 
     clock = _Clock()  # started before Ray and the algorithm are built: time includes start-up, as for apexrl
     torch.set_num_threads(1)  # the local learner runs in this process; as for SB3
-    apex_cfg = load("cartpole", [f"env.id={env_id}", *overrides])
+    if task.agent != "dqn":
+        raise ValueError("the rllib peer runs DQN only (RLlib removed its Ape-X DDPG)")
+    env_id = task.env_id
+    apex_cfg = load(task.preset, [f"env.id={env_id}", *overrides])
     runners = auto_num_actors(apex_cfg, float(os.cpu_count() or 1))
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False,
@@ -203,7 +265,7 @@ def run_rllib(env_id: str, seed: int, budget: float, eval_interval: float, overr
         algo = config.build_algo()
         startup = clock.now()
         # As for apexrl: time to target includes start-up, the budget and the rates count training time only.
-        tracker = _Tracker(env_id, seed, eval_interval, budget + startup, clock)
+        tracker = _Tracker(env_id, task.target, seed, eval_interval, budget + startup, clock)
         batch = int(config.train_batch_size_per_learner)
         env_steps = updates = 0
         while True:
@@ -219,10 +281,9 @@ def run_rllib(env_id: str, seed: int, budget: float, eval_interval: float, overr
             module = algo.get_module()
 
             def q_fn(obs: Any, module: Any = module) -> Any:
-                with torch.no_grad():
-                    return module.compute_q_values({"obs": obs})["qf_preds"]
+                return module.compute_q_values({"obs": obs})["qf_preds"]
 
-            if tracker.maybe_eval(env_steps, q_fn):
+            if tracker.maybe_eval(env_steps, argmax_q(q_fn)):
                 break
         t = clock.now() - startup
         algo.stop()

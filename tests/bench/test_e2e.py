@@ -31,3 +31,8 @@ def test_missing_rllib_interpreter_is_a_skip_that_says_how_to_make_the_venv():
     why = e2e._skip_reason("rllib", "/nonexistent/bin/python")
     assert why is not None and "make_rllib_venv.sh" in why and "--rllib-python" in why
     assert e2e._skip_reason("apexrl") is None
+
+
+def test_rllib_is_skipped_with_the_reason_for_continuous_control_tasks():
+    why = e2e._skip_reason("rllib", sys.executable, e2e.TASKS["pendulum"])
+    assert why is not None and "DQN only" in why
