@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "agent": tuple(BUILDERS),
-    "network.kind": ("auto", "mlp", "nature_cnn"),
+    "network.kind": ("auto", "mlp", "nature_cnn", "minatar"),
     "actors.epsilon_per": ("env", "actor"),
     "actors.placement": ("pack", "spread"),
     "learner.optimizer": ("adam", "rmsprop"),

@@ -13,6 +13,7 @@ import numpy as np
 
 from apexrl.config import EnvConfig
 from apexrl.envs.atari import is_atari, make_atari
+from apexrl.envs.minatar import is_minatar, make_minatar, register_minatar
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ def make_env(cfg: EnvConfig, seed: int | None = None, training: bool = True,
     life loss not terminal)."""
     if is_atari(cfg):
         env = make_atari(cfg, training=training, render_mode=render_mode, raw_make=_raw_make)
+    elif is_minatar(cfg):
+        env = make_minatar(cfg, render_mode=render_mode, raw_make=_raw_make)
     else:
         env = _raw_make(cfg, render_mode=render_mode)
     if seed is not None:
@@ -107,6 +110,11 @@ def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     if env_id not in gym.registry:
         if cfg.id.startswith("ALE/") or is_atari(cfg):
             _register_ale()
+        elif is_minatar(cfg):
+            try:
+                register_minatar()
+            except ImportError as e:
+                raise EnvSpecError(f"env.id '{cfg.id}': {e}") from None
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""

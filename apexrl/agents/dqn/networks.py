@@ -59,6 +59,19 @@ class NatureCNNTorso(nn.Module):
         return self.net(x.float() * (1.0 / 255.0))
 
 
+class MinAtarTorso(nn.Module):
+    """Young & Tian (2019)'s DQN torso for 10x10 MinAtar grids: one 3x3 conv with 16 channels. Cells are
+    0/1 already, so no scaling."""
+
+    def __init__(self, in_channels: int, height: int, width: int, channels: int = 16) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(in_channels, channels, 3, stride=1), nn.ReLU(), nn.Flatten())
+        self.out_features = channels * (height - 2) * (width - 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x.float())
+
+
 class QNetwork(nn.Module):
     """Torso -> (dueling or plain) head with ``head_hidden`` units per stream."""
 
@@ -88,11 +101,13 @@ def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: Ne
         raise ValueError(f"observation space {observation_space} has no shape; DQN needs array observations")
     kind = cfg.kind
     if kind == "auto":
-        kind = "nature_cnn" if is_image_space(observation_space) else "mlp"
-    if kind == "nature_cnn":
+        # The Nature CNN's 8x8/4, 4x4/2, 3x3 convs need at least 36x36 pixels; smaller grids get MinAtar's.
+        kind = ("mlp" if not is_image_space(observation_space)
+                else "nature_cnn" if min(shape[1:]) >= 36 else "minatar")
+    if kind in ("nature_cnn", "minatar"):
         if len(shape) != 3:
-            raise ValueError(f"network.kind=nature_cnn needs [C, H, W] observations, got shape {shape}")
-        torso: nn.Module = NatureCNNTorso(shape[0], shape[1], shape[2])
+            raise ValueError(f"network.kind={kind} needs [C, H, W] observations, got shape {shape}")
+        torso: nn.Module = (NatureCNNTorso if kind == "nature_cnn" else MinAtarTorso)(shape[0], shape[1], shape[2])
     else:
         torso = MLPTorso(int(np.prod(shape)), cfg.torso)
     return QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling)  # type: ignore[arg-type]
