@@ -98,3 +98,31 @@ def test_the_builder_gives_each_actor_its_noise_and_share_of_the_warm_up():
     np.testing.assert_allclose(p.exploration, [0.4, 0.1])
     assert p.warmup_steps == 500
     assert b.make_eval_policy(cfg, net, BOX, 3, seed=0).exploration.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_users_model_factory_builds_the_policy_and_critics():
+    from torch import nn
+
+    class Mine(nn.Module):  # the DPG model contract: forward -> [-1, 1] actions, .pi, q(obs, a) -> [C, B]
+        def __init__(self):
+            super().__init__()
+            self.pi = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2), nn.Tanh())
+            self.critic = nn.Linear(5, 1)
+
+        def forward(self, obs):
+            return self.pi(obs.float())
+
+        def q(self, obs, action):
+            return self.critic(torch.cat([obs.float(), action.float()], 1)).T
+
+    cfg = Config().replace(**{"agent": "dpg", "learner.batch_size": 4})
+    obs_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    learner = get_builder("dpg").make_learner(cfg, obs_space, BOX, model_factory=lambda o, a: Mine())
+    assert isinstance(learner.net, Mine)
+    rng = np.random.default_rng(0)
+    b = {"obs": rng.normal(size=(4, 3)).astype(np.float32), "next_obs": rng.normal(size=(4, 3)).astype(np.float32),
+         "action": rng.uniform(BOX.low, BOX.high, size=(4, 2)).astype(np.float32),
+         "reward": np.ones(4, np.float32), "discount": np.full(4, 0.9, np.float32)}
+    critic0 = learner.net.critic.weight.clone()
+    prios, _ = learner.update(b, np.ones(4, np.float32))
+    assert prios.shape == (4,) and not torch.equal(critic0, learner.net.critic.weight)
