@@ -1,5 +1,9 @@
 """Atomic checkpoints: written to a temporary file, fsynced, then renamed, so the newest file that
-exists is always complete; resume picks the newest one that loads and says which."""
+exists is always complete; resume picks the newest one that loads and says which.
+
+A checkpoint holds only tensors, numpy arrays and plain values, and is read with ``torch.load(...,
+weights_only=True)`` (numpy's array and dtype constructors allowed, nothing else): a file someone shares
+cannot run code when ``apexrl eval`` or ``--resume`` opens it. One that needs other objects is refused."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 log = logging.getLogger(__name__)
@@ -52,12 +57,38 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     return sorted((p for p in d.iterdir() if _NAME.match(p.name)), key=lambda p: p.name)
 
 
+def _numpy_globals() -> list[Any]:
+    """What unpickling numpy arrays needs: the array constructor, ndarray, dtype and its classes."""
+    core = getattr(np, "_core", None) or np.core  # numpy 2 renamed np.core
+    dtype_classes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]
+    return [core.multiarray._reconstruct, np.ndarray, np.dtype, *dtype_classes]
+
+
+def safe_load(path: Path | str) -> Any:
+    """``torch.load`` that runs no code from the file: tensors, numpy arrays and plain values only.
+    Raises ``CheckpointError`` naming the first disallowed object."""
+    import pickle
+
+    try:
+        with torch.serialization.safe_globals(_numpy_globals()):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        import re
+
+        found = re.search(r"(?:unsupported GLOBAL|Unsupported global:)\s*(?:GLOBAL\s*)?([\w.]+)", str(e), re.IGNORECASE)
+        what = found.group(1) if found else "unknown objects"
+        raise CheckpointError(f"'{path}' holds Python objects other than tensors, arrays and plain values "
+                              f"({what}); apexrl does not load it, since unpickling them could run code") from None
+
+
 def load_file(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint '{path}' does not exist")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = safe_load(path)
+    except CheckpointError:
+        raise
     except Exception as e:
         raise CheckpointError(f"checkpoint '{path}' cannot be read ({type(e).__name__}); it may be truncated") from None
     if not isinstance(state, dict) or "learner" not in state or "config" not in state:

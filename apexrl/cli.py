@@ -83,6 +83,10 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
                    help="override a config key in every trial (repeatable)")
     p.add_argument("--max-env-steps", type=int, default=None, help="stop each trial after this many env steps")
     p.add_argument("--max-time", type=float, default=None, metavar="SECONDS", help="stop each trial after this")
+    p.add_argument("--scheduler", default="fifo", choices=("fifo", "asha", "pbt"),
+                   help="fifo: every trial runs its budget; asha: stop weak trials early; pbt: weak trials "
+                        "continue from strong ones' checkpoints with the --grid keys perturbed (asha and pbt "
+                        "compare trials at equal wall time: give --max-time)")
     p.add_argument("--concurrent", type=int, default=None, metavar="N",
                    help="trials at once (default: as many as the cluster's CPUs fit)")
     p.add_argument("--out", default=None, help="directory for the trials' run dirs (default runs/tune-<time>)")
@@ -244,15 +248,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     try:
         out = Path(args.out) if args.out is not None else tune.default_out(args.config)
-        trials = tune.make_trials(args.config, args.overrides, tune.parse_grid(args.grid), args.seeds,
-                                  args.max_env_steps, args.max_time, out)
+        grid = tune.parse_grid(args.grid)
+        trials = tune.make_trials(args.config, args.overrides, grid, args.seeds, args.max_env_steps, args.max_time, out)
+        tune.check_scheduler(args.scheduler, trials, grid)
         if args.concurrent is not None and args.concurrent < 1:
             raise UserError(f"--concurrent {args.concurrent}: must be >= 1")
         if out.exists() and any(out.iterdir()):
             raise UserError(f"--out {out} exists and is not empty; choose another directory")
         out.mkdir(parents=True, exist_ok=True)
         print(f"tune: {len(trials)} trials -> {out}", file=sys.stderr)
-        rows = tune.run(trials, out, address=args.address, max_concurrent=args.concurrent)
+        rows = tune.run(trials, out, address=args.address, max_concurrent=args.concurrent,
+                        scheduler=args.scheduler, grid=grid)
     except tune.TuneError as e:
         raise UserError(str(e)) from None
     print(tune.table(rows))

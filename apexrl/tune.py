@@ -16,6 +16,13 @@ actors fit too: ``floor(cluster CPUs / (1 + learner CPUs + actors x actor CPUs))
 
 Each trial writes an ordinary run dir (``OUT/<setting>__s<seed>``) that ``apexrl plot OUT`` draws;
 Tune's own bookkeeping goes to ``OUT/_tune``. The table and ``OUT/results.json`` give one row per trial.
+
+Schedulers (``--scheduler``) compare trials at equal wall time (``time_s``, so ``--max-time`` is needed) by
+``score``: the best greedy evaluation so far, or the training return before the first evaluation.
+``asha`` stops the weaker trials early (ASHA, Li et al., 2020). ``pbt`` (Jaderberg et al., 2017) treats
+the trials as a population: every quarter of the budget, the weaker half load the newest checkpoint of a
+stronger trial (weights, optimizer, counters, through Tune's checkpoints) and go on with the ``--grid`` keys
+perturbed or resampled from their values.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from apexrl.config import Config, ConfigError, to_dict
 from apexrl.metrics import Console
 
 DEFAULT_ACTORS = 2  # per trial when the config leaves actors.num_actors to the cluster size
+SCHEDULERS = ("fifo", "asha", "pbt")
 
 
 class TuneError(ValueError):
@@ -132,13 +140,16 @@ def concurrency(cfg: Config, cluster: dict[str, float]) -> int:
 
 
 class _TuneConsole(Console):
-    """Hands each driver report to Tune (so its progress and schedulers see the run); prints nothing."""
+    """Hands each driver report to Tune (so its progress and schedulers see the run); prints nothing.
+    With ``run_dir``, each new checkpoint of the run goes to Tune with the report (for PBT)."""
 
     KEYS = ("env_steps", "time_s", "learner_updates", "train_return_mean", "env_steps_per_s")
 
-    def __init__(self) -> None:
+    def __init__(self, run_dir: str | None = None) -> None:
         super().__init__("off")
         self.best: float | None = None
+        self.run_dir = run_dir
+        self.reported: Path | None = None
 
     def update(self, record: dict[str, Any]) -> None:
         from ray import tune
@@ -150,25 +161,102 @@ class _TuneConsole(Console):
             self.best = ev if self.best is None else max(self.best, ev)
         if self.best is not None:
             rec["best_eval_return"] = self.best
-        tune.report(rec)
+        score = self.best if self.best is not None else rec.get("train_return_mean")
+        if score is None:
+            return  # schedulers need a score in every result: nothing to report before the first episode
+        rec["score"] = score
+        newest = self._new_checkpoint()
+        if newest is None:
+            tune.report(rec)
+            return
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy2(newest, Path(tmp) / newest.name)
+            tune.report(rec, checkpoint=tune.Checkpoint.from_directory(tmp))
+        self.reported = newest
+
+    def _new_checkpoint(self) -> Path | None:
+        if self.run_dir is None:
+            return None
+        from apexrl import checkpoint as ckpt
+
+        found = ckpt.list_checkpoints(Path(self.run_dir))
+        return found[-1] if found and found[-1] != self.reported else None
 
 
-def _trainable(params: dict[str, Any], trials: list[Trial]) -> None:
-    """One Tune trial: an ordinary ``train()`` that joins Tune's Ray, then a final report."""
+def _param(key: str) -> str:
+    """A --grid key as a Tune config key (PBT mutates these)."""
+    return "grid:" + key
+
+
+def _trainable(params: dict[str, Any], trials: list[Trial], checkpoints: bool = False) -> None:
+    """One Tune trial: an ordinary ``train()`` that joins Tune's Ray, then a final report. Under PBT the
+    trial starts from the checkpoint Tune hands it (its own, or a stronger trial's) with the grid keys
+    Tune chose."""
+    import shutil
+
     from ray import tune
 
+    from apexrl import checkpoint as ckpt
     from apexrl.config import from_dict
     from apexrl.runtime.driver import train
 
     t = trials[params["trial"]]
-    res = train(from_dict(t.config), run_dir=t.run_dir, console=_TuneConsole())
+    cfg = from_dict(t.config)
+    mutated = {k[len("grid:"):]: v for k, v in params.items() if k.startswith("grid:")}
+    if mutated:
+        cfg = cfg.replace(**mutated)
+    resume = None
+    start = tune.get_checkpoint()
+    if start is not None:
+        own = ckpt.checkpoint_dir(Path(t.run_dir))
+        shutil.rmtree(own, ignore_errors=True)  # the newest file must be the one Tune handed over
+        own.mkdir(parents=True)
+        with start.as_directory() as d:
+            for f in Path(d).glob("ckpt-*.pt"):
+                shutil.copy2(f, own / f.name)
+        resume = t.run_dir
+    console = _TuneConsole(t.run_dir if checkpoints else None)
+    res = train(cfg, run_dir=None if resume else t.run_dir, resume=resume, console=console)
     tune.report({"env_steps": res.env_steps, "time_s": res.time_s, "learner_updates": res.learner_updates,
                  "eval_return_mean": res.eval_return_mean, "best_eval_return": res.best_eval_return,
                  "stop_reason": res.stop_reason, "run_dir": str(res.run_dir), "final": True})
 
 
+def check_scheduler(name: str, trials: list[Trial], grid: dict[str, list[Any]]) -> None:
+    """TuneError (one line, before any Ray) if ``--scheduler name`` cannot work with these trials."""
+    if name not in SCHEDULERS:
+        raise TuneError(f"--scheduler {name!r}: choose one of {', '.join(SCHEDULERS)}")
+    if name == "fifo":
+        return
+    if C.from_dict(trials[0].config).stop.max_time_s is None:
+        raise TuneError(f"--scheduler {name} compares trials at equal wall time: give --max-time SECONDS")
+    if name == "pbt" and not grid:
+        raise TuneError("--scheduler pbt perturbs the --grid keys: give at least one, e.g. --grid learner.lr=1e-4,1e-3")
+    if name == "pbt" and len(trials) < 2:
+        raise TuneError("--scheduler pbt needs a population of at least 2 trials (more --grid values or --seeds)")
+
+
+def make_scheduler(name: str, trials: list[Trial], grid: dict[str, list[Any]]) -> Any:
+    """The Tune scheduler for ``--scheduler`` (None for fifo)."""
+    check_scheduler(name, trials, grid)
+    if name == "fifo":
+        return None
+    cfg = C.from_dict(trials[0].config)
+    budget = float(cfg.stop.max_time_s)  # type: ignore[arg-type]
+    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+    if name == "asha":
+        return ASHAScheduler(time_attr="time_s", max_t=budget, reduction_factor=3,
+                             grace_period=max(budget / 9, 2 * cfg.logging.report_interval_s))
+    return PopulationBasedTraining(time_attr="time_s", perturbation_interval=budget / 4,
+                                   hyperparam_mutations={_param(k): list(v) for k, v in grid.items()})
+
+
 def run(trials: list[Trial], out: Path, address: str | None = None, max_concurrent: int | None = None,
-        verbose: int = 0) -> list[dict[str, Any]]:
+        verbose: int = 0, scheduler: str = "fifo", grid: dict[str, list[Any]] | None = None) -> list[dict[str, Any]]:
     """Run every trial on Ray Tune; return one row per trial (in trial order)."""
     try:
         from ray import tune
@@ -179,18 +267,29 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
     from apexrl.runtime.cluster import init_ray
 
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")  # trials write to absolute run dirs anyway
+    grid = grid or {}
+    sched = make_scheduler(scheduler, trials, grid)
+    if scheduler == "pbt":  # checkpoints at least twice per perturbation interval, for PBT to hand over
+        trials = [_with_checkpoints(t) for t in trials]
     cfgs = [C.from_dict(t.config) for t in trials]
     bundles = [trial_resources(c)[0] for c in cfgs]  # per trial: the grid may change actors or learner
     biggest = max(cfgs, key=lambda c: trial_resources(c)[1])
     started = init_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(trial_resources(biggest)[1])))
     try:
         n = max_concurrent or concurrency(biggest, ray.cluster_resources())
-        trainable = tune.with_resources(tune.with_parameters(_trainable, trials=trials),
-                                        lambda p: tune.PlacementGroupFactory(bundles[p["trial"]]))
+        trainable = tune.with_resources(
+            tune.with_parameters(_trainable, trials=trials, checkpoints=scheduler == "pbt"),
+            lambda p: tune.PlacementGroupFactory(bundles[p["trial"]]))
+        space: dict[str, Any] = {"trial": tune.grid_search([t.index for t in trials])}
+        if scheduler == "pbt":  # each trial starts at its grid point; PBT then changes these
+            for k in grid:
+                space[_param(k)] = tune.sample_from(lambda spec, k=k: _dotted(trials[spec.config["trial"]].config, k))
         tuner = tune.Tuner(
             trainable,
-            param_space={"trial": tune.grid_search([t.index for t in trials])},
-            tune_config=tune.TuneConfig(max_concurrent_trials=n,
+            param_space=space,
+            tune_config=tune.TuneConfig(max_concurrent_trials=n, scheduler=sched,
+                                        metric="score" if sched is not None else None,
+                                        mode="max" if sched is not None else None,
                                         trial_dirname_creator=lambda tr: f"trial{tr.config['trial']}"),
             run_config=tune.RunConfig(name="_tune", storage_path=str(out.resolve()), verbose=verbose,
                                       failure_config=tune.FailureConfig(max_failures=0)),
@@ -203,7 +302,8 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
             t = trials[i]
             rows[i] = {"config": t.label, "seed": t.seed, "best_eval": m.get("best_eval_return"),
                        "last_eval": m.get("eval_return_mean"), "time_s": m.get("time_s"),
-                       "env_steps": m.get("env_steps"), "stop": m.get("stop_reason"), "run_dir": t.run_dir,
+                       "env_steps": m.get("env_steps"), "run_dir": t.run_dir,
+                       "stop": m.get("stop_reason") or (None if r.error else "stopped by the scheduler"),
                        "error": None if r.error is None else str(r.error).strip().splitlines()[-1][:200]}
     finally:
         if started:
@@ -211,6 +311,19 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
     result = [rows[t.index] for t in trials if t.index in rows]
     (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
     return result
+
+
+def _dotted(d: dict[str, Any], key: str) -> Any:
+    for part in C.ALIASES.get(key, key).split("."):
+        d = d[part]
+    return d
+
+
+def _with_checkpoints(t: Trial) -> Trial:
+    cfg = C.from_dict(t.config)
+    interval = (cfg.stop.max_time_s or 60.0) / 4
+    every = max(1, int(interval / 2 / cfg.logging.report_interval_s))
+    return Trial(t.index, t.label, t.seed, to_dict(cfg.replace(**{"checkpoint.every_reports": every})), t.run_dir)
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
@@ -242,5 +355,5 @@ def default_out(config: str | None) -> Path:
     return Path("runs") / f"tune-{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
-__all__ = ["ConfigError", "Trial", "TuneError", "concurrency", "make_trials", "parse_grid", "run", "table",
-           "trial_resources"]
+__all__ = ["SCHEDULERS", "ConfigError", "Trial", "TuneError", "check_scheduler", "concurrency", "make_scheduler",
+           "make_trials", "parse_grid", "run", "table", "trial_resources"]

@@ -43,3 +43,40 @@ def test_missing_run_dir_and_empty_run_dir_are_clear_errors(tmp_path):
         ckpt.load_latest(tmp_path / "nope")
     with pytest.raises(ckpt.CheckpointError, match="has no checkpoints"):
         ckpt.load_latest(tmp_path)
+
+
+class _RunsCode:
+    """What a malicious checkpoint carries: unpickling it would call os.system."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(tmp_path):
+    import torch
+
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.pt"
+    torch.save({"learner": {"net": {}}, "config": {}, "payload": _RunsCode(marker)}, path)
+    with pytest.raises(ckpt.CheckpointError) as e:
+        ckpt.load_file(path)
+    assert "could run code" in str(e.value) and "system" in str(e.value)
+    assert not marker.exists()
+
+
+def test_tensors_arrays_and_plain_values_load(tmp_path):
+    import numpy as np
+    import torch
+
+    state = {"learner": {"w": torch.ones(2)}, "config": {"seed": 1},
+             "replay": [{"obs": np.arange(6, dtype=np.uint8).reshape(2, 3), "prio": np.ones(2), "n": 2}],
+             "rng": np.random.default_rng(0).bit_generator.state}
+    path = tmp_path / "ok.pt"
+    torch.save(state, path)
+    got = ckpt.load_file(path)
+    np.testing.assert_array_equal(got["replay"][0]["obs"], state["replay"][0]["obs"])
+    assert got["replay"][0]["obs"].dtype == np.uint8 and got["rng"] == state["rng"]

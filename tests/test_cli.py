@@ -81,3 +81,16 @@ def test_train_then_eval_through_the_cli(capsys, in_tmp):
     assert code == 0 and "return mean" in out
     code = main(["runs"])
     assert code == 0 and "t " in capsys.readouterr().out
+
+
+def test_an_env_whose_package_is_missing_is_one_line_naming_the_extra(capsys, in_tmp, monkeypatch):
+    import gymnasium as gym
+
+    def make(*a, **k):
+        raise ModuleNotFoundError("No module named 'mujoco'")
+
+    monkeypatch.setattr(gym, "make", make)
+    code, err = run_cli(["train", "--config", "pendulum", "--set", "env.id=HalfCheetah-v5"], capsys)
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "pip install 'apexrl[mujoco]'" in err
+    assert not (in_tmp / "runs").exists()

@@ -211,3 +211,20 @@ def test_console_plain_when_not_a_tty(monkeypatch):
         con.update(REC)
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and "\r" not in out.getvalue() and "12,345,678" in lines[0]  # at most one per 10 s
+
+
+def test_schedulers_are_checked_before_ray(tmp_path, capsys):
+    grid = {"learner.lr": [1e-3, 3e-4]}
+    trials = tune.make_trials(None, [], grid, 1, 1000, None, tmp_path)
+    with pytest.raises(tune.TuneError, match="--max-time"):
+        tune.check_scheduler("asha", trials, grid)
+    timed = tune.make_trials(None, [], grid, 1, None, 30, tmp_path)
+    tune.check_scheduler("asha", timed, grid)
+    with pytest.raises(tune.TuneError, match="perturbs the --grid keys"):
+        tune.check_scheduler("pbt", tune.make_trials(None, [], {}, 2, None, 30, tmp_path), {})
+    with pytest.raises(tune.TuneError, match="at least 2 trials"):
+        tune.check_scheduler("pbt", tune.make_trials(None, [], {"learner.lr": [1e-3]}, 1, None, 30, tmp_path),
+                             {"learner.lr": [1e-3]})
+    assert main(["tune", "--scheduler", "pbt", "--grid", "learner.lr=1e-3,2e-3", "--max-env-steps", "10",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "--max-time" in capsys.readouterr().err

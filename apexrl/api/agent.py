@@ -145,7 +145,9 @@ class ApeX:
     @classmethod
     def load(cls, path: str | os.PathLike[str], env: gym.Env, model: torch.nn.Module,
              optimizer: torch.optim.Optimizer | Any) -> ApeX:
-        state = torch.load(path, weights_only=False)
+        from apexrl.checkpoint import safe_load
+
+        state = safe_load(path)
         agent = cls(env, model, optimizer, config=from_dict(state["config"]), **state["loop"])
         agent.learner.load_state_dict(state["learner"])
         agent.replay.load_state_dict(state["replay"])

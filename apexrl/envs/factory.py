@@ -45,6 +45,18 @@ def _import_env_module(env_id: str) -> str:
     return name
 
 
+# Substrings of env ids (or of the import error) -> the apexrl extra that installs what they need.
+_EXTRAS = {**dict.fromkeys(("LunarLander", "BipedalWalker", "CarRacing", "box2d", "Box2D"), "box2d"),
+           **dict.fromkeys(("HalfCheetah", "Hopper", "Walker2d", "Ant-", "Humanoid", "Swimmer", "Reacher", "Pusher",
+                            "InvertedPendulum", "InvertedDoublePendulum", "mujoco"), "mujoco"),
+           "MinAtar": "minatar"}
+
+
+def _extra_hint(env_id: str, error: Exception) -> str:
+    extra = next((x for k, x in _EXTRAS.items() if k in env_id or k in str(error)), None)
+    return f"install it with: pip install 'apexrl[{extra}]'" if extra else "install the package it needs"
+
+
 def _raw_make(cfg: EnvConfig, render_mode: str | None = None, **extra: Any) -> gym.Env:
     if is_atari(cfg) or cfg.id.startswith("ALE/"):
         _register_ale()
@@ -56,11 +68,15 @@ def _raw_make(cfg: EnvConfig, render_mode: str | None = None, **extra: Any) -> g
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     try:
         return gym.make(cfg.id, **kwargs)
+    except ImportError as e:  # the env's own dependencies (MuJoCo, Box2D, ...), not gymnasium's error type
+        raise EnvSpecError(f"cannot make env '{cfg.id}': {e}; {_extra_hint(cfg.id, e)}") from None
     except gym.error.Error as e:
         if _import_env_module(cfg.id) not in gym.registry:
             close = difflib.get_close_matches(cfg.id, list(gym.registry), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry for ids"
             raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}") from None
+        if isinstance(e, gym.error.DependencyNotInstalled):
+            raise EnvSpecError(f"cannot make env '{cfg.id}': {str(e).splitlines()[0]}; {_extra_hint(cfg.id, e)}") from None
         raise EnvSpecError(f"cannot make env '{cfg.id}': {e}") from None
 
 
