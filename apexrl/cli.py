@@ -203,7 +203,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-BENCHMARKS = ("replay", "actors", "shards", "scaling", "e2e", "sweep", "update")
+BENCHMARKS = ("replay", "actors", "shards", "scaling", "e2e", "sweep", "update", "limits")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -274,7 +274,9 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
     cfgs = [C.from_dict(t.config) for t in trials]
     bundles = [trial_resources(c)[0] for c in cfgs]  # per trial: the grid may change actors or learner
     biggest = max(cfgs, key=lambda c: trial_resources(c)[1])
-    started = init_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(trial_resources(biggest)[1])))
+    # A private Ray advertises what the trials ask for (at least the host's cores; the OS shares them).
+    wanted = trial_resources(biggest)[1] * (max_concurrent or 1)
+    started = init_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(wanted)))
     try:
         n = max_concurrent or concurrency(biggest, ray.cluster_resources())
         trainable = tune.with_resources(

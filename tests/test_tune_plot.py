@@ -228,3 +228,37 @@ def test_schedulers_are_checked_before_ray(tmp_path, capsys):
     assert main(["tune", "--scheduler", "pbt", "--grid", "learner.lr=1e-3,2e-3", "--max-env-steps", "10",
                  "--out", str(tmp_path / "o")]) == 2
     assert "--max-time" in capsys.readouterr().err
+
+
+TINY_TRIAL = ["--set", "actors.num_actors=1", "--set", "replay.learning_starts=200", "--set", "evaluation.interval_s=1",
+              "--set", "evaluation.episodes=2", "--set", "logging.report_interval_s=1",
+              "--set", "logging.tensorboard=false", "--set", "network.torso=[64]", "--set", "network.head=32"]
+
+
+@pytest.mark.slow
+def test_asha_stops_a_hopeless_trial_early(tmp_path, capsys):
+    """Trials in turn: the learning one (lr 2e-3) runs its 40 s; the one that cannot learn (lr 1e-7) is
+    compared at the same times and stopped at a rung."""
+    pytest.importorskip("ray.tune")
+    out = tmp_path / "asha"
+    rc = main(["tune", "--scheduler", "asha", "--grid", "learner.lr=2e-3,1e-7", "--max-time", "40",
+               "--concurrent", "1", "--out", str(out), *TINY_TRIAL])
+    assert rc == 0, capsys.readouterr().out
+    rows = {r["config"]: r for r in json.loads((out / "results.json").read_text())}
+    strong, weak = rows["learner.lr=0.002"], rows["learner.lr=1e-07"]
+    assert strong["time_s"] >= 39 and weak["stop"] == "stopped by the scheduler" and weak["time_s"] < 30
+
+
+@pytest.mark.slow
+def test_pbt_moves_a_weak_trial_onto_a_strong_ones_checkpoint_and_settings(tmp_path, capsys):
+    pytest.importorskip("ray.tune")
+    out = tmp_path / "pbt"
+    rc = main(["tune", "--scheduler", "pbt", "--grid", "learner.lr=2e-3,1e-7", "--max-time", "48",
+               "--concurrent", "2", "--out", str(out), "--set", "learner.num_cpus=0.5",
+               "--set", "actors.num_cpus=0.5", *TINY_TRIAL])
+    assert rc == 0, capsys.readouterr().out
+    rows = {r["config"]: r for r in json.loads((out / "results.json").read_text())}
+    weak = rows["learner.lr=1e-07"]
+    assert weak["error"] is None
+    final_lr = yaml.safe_load((Path(weak["run_dir"]) / "config.yaml").read_text())["learner"]["lr"]
+    assert final_lr != pytest.approx(1e-7), "PBT replaced the weak trial's learning rate"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import torch
+
+log = logging.getLogger("apexrl.agents")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -28,3 +32,28 @@ def zero_grad(params: Iterable[torch.nn.Parameter]) -> None:
     # ~10% of a CartPole update (py-spy: record_function.__enter__ + _disable_dynamo per call).
     for p in params:
         p.grad = None
+
+
+class UpdateCounters:
+    """The counters the runtime reads from every learner, and the rule for a non-finite update: skip it,
+    count it, let the learner loop stop the run after ``learner.max_consecutive_skips`` in a row."""
+
+    def __init__(self) -> None:
+        self.updates = 0
+        self.skipped_updates = 0
+        self.consecutive_skips = 0
+
+    def _skip(self, what: str) -> tuple[None, dict[str, float]]:
+        self.skipped_updates += 1
+        self.consecutive_skips += 1
+        log.warning("skipped learner update %d: non-finite %s", self.updates, what)
+        return None, {"skipped": 1.0}
+
+    def _counters(self) -> dict[str, Any]:
+        return {"updates": self.updates, "skipped_updates": self.skipped_updates, "torch_rng": torch.get_rng_state()}
+
+    def _load_counters(self, state: dict[str, Any]) -> None:
+        self.updates = int(state["updates"])
+        self.skipped_updates = int(state.get("skipped_updates", 0))
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])

@@ -175,6 +175,8 @@ class ApexTrainer(tune.Trainable):
         if explore:
             policy = self.system.builder.make_actor_policy(self.cfg, net, self.system.action_space, 0,
                                                            self.system.num_actors, 1, self.training_iteration)
+            if hasattr(policy, "warmup_steps"):  # a trained agent explores with its noise, not at random
+                policy.warmup_steps = 0
         else:
             policy = self.system.make_eval_policy(net, 1, seed=self.training_iteration, explore=0.0)
         action = policy.act(np.asarray(observation)[None])[0]

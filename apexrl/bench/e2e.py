@@ -217,7 +217,7 @@ def print_table(results: list[dict[str, Any]], peers: list[str], skipped: dict[s
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="apexrl bench e2e", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="cartpole", choices=sorted(TASKS),
-                   help="task: apexrl's preset, its env and target (cartpole: DQN to 475; pendulum: DPG to -200)")
+                   help="task: apexrl's preset, its env and target (cartpole: DQN to 475; pendulum: DPG to -200; minatar: Breakout to 10)")
     p.add_argument("--env", default=None, help="env id (default: the task's)")
     p.add_argument("--target", type=float, default=None, help="greedy-eval mean that counts as solved "
                    "(default: the task's)")

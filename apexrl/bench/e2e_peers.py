@@ -28,6 +28,7 @@ class Task:
 TASKS: dict[str, Task] = {
     "cartpole": Task("cartpole", "CartPole-v1", 475.0, "dqn"),
     "pendulum": Task("pendulum", "Pendulum-v1", -200.0, "dpg"),
+    "minatar": Task("minatar", "MinAtar/Breakout-v1", 10.0, "dqn"),
 }
 
 # RL Zoo (DLR-RM/rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1, tuned), verbatim except n_timesteps,
@@ -51,6 +52,17 @@ SB3_ZOO_PENDULUM_TD3: dict[str, Any] = dict(
     learning_rate=1e-3, policy_kwargs=dict(net_arch=[400, 300]),
 )
 SB3_ZOO_TD3_NOISE_STD = 0.1
+
+# The MinAtar paper's DQN (Young & Tian, 2019, sec. 4): batch 32, replay 100k, replay start 5000, target
+# copy every 1000 updates, one update per step, gamma 0.99, epsilon 1 -> 0.1 over the first 100k steps
+# (exploration_fraction of its 5M-frame budget), lr 2.5e-4 (the paper's RMSProp; SB3's default Adam here),
+# its network: one 3x3 conv with 16 channels and a 128-unit layer (no dueling in the paper).
+SB3_MINATAR_DQN: dict[str, Any] = dict(
+    learning_rate=2.5e-4, batch_size=32, buffer_size=100_000, learning_starts=5000, gamma=0.99,
+    target_update_interval=1000, train_freq=1, gradient_steps=1, exploration_fraction=0.02,
+    exploration_initial_eps=1.0, exploration_final_eps=0.1,
+)
+SB3_MINATAR_TIMESTEPS = 5_000_000
 SB3_ZOO_TD3_TIMESTEPS = 20_000
 
 
@@ -169,7 +181,6 @@ def run_apexrl(task: Task, seed: int, budget: float, eval_interval: float, overr
 
 def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
     """SB3 DQN (CartPole settings) for ``dqn`` tasks, TD3 (Pendulum settings) for ``dpg`` tasks."""
-    import gymnasium as gym
     import numpy as np
     import torch
     from stable_baselines3 import DQN, TD3
@@ -193,10 +204,19 @@ def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, override
                     return model.predict(obs, deterministic=True)[0]
             return not tracker.maybe_eval(self.num_timesteps, act)
 
-    env = gym.make(env_id)
-    if task.agent == "dqn":
-        settings: dict[str, Any] = dict(SB3_ZOO_CARTPOLE)
-        model: Any = DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **settings)
+    from apexrl.config import EnvConfig
+    from apexrl.envs import make_env
+
+    env = make_env(EnvConfig(id=env_id))  # the same env (and, for MinAtar, layout) apexrl evaluates on
+    if task.preset == "minatar":
+        settings: dict[str, Any] = dict(SB3_MINATAR_DQN)
+        model: Any = DQN("CnnPolicy", env, seed=seed, verbose=0, device="cpu", **settings,
+                         policy_kwargs=dict(features_extractor_class=_minatar_extractor(),
+                                            features_extractor_kwargs={}, net_arch=[128], normalize_images=False))
+        first = SB3_MINATAR_TIMESTEPS
+    elif task.agent == "dqn":
+        settings = dict(SB3_ZOO_CARTPOLE)
+        model = DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **settings)
         first = SB3_ZOO_TIMESTEPS
     else:
         n = int(np.prod(env.action_space.shape))  # type: ignore[arg-type]
@@ -223,6 +243,23 @@ def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, override
         "env_steps_per_s": model.num_timesteps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
         "evals": tracker.evals, "config": {k: str(v) for k, v in settings.items()},
     }
+
+
+def _minatar_extractor() -> Any:
+    """SB3 features extractor: MinAtar's one 3x3 conv with 16 channels on [C, 10, 10] 0/1 grids."""
+    import torch
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+    class MinAtarConv(BaseFeaturesExtractor):  # type: ignore[misc]
+        def __init__(self, observation_space: Any) -> None:
+            c, h, w = observation_space.shape
+            super().__init__(observation_space, features_dim=16 * (h - 2) * (w - 2))
+            self.net = torch.nn.Sequential(torch.nn.Conv2d(c, 16, 3), torch.nn.ReLU(), torch.nn.Flatten())
+
+        def forward(self, obs: Any) -> Any:
+            return self.net(obs.float())
+
+    return MinAtarConv
 
 
 def run_rllib(task: Task, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:

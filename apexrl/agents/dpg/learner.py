@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 from typing import Any
 
 import numpy as np
@@ -23,12 +22,10 @@ import torch
 import torch.nn.functional as F
 
 from apexrl.agents.dpg.networks import ActionScale
-from apexrl.agents.torch_utils import resolve_device, to_device, zero_grad
+from apexrl.agents.torch_utils import UpdateCounters, resolve_device, to_device, zero_grad
 from apexrl.config import Config
 from apexrl.core import state_dict_to_numpy
 from apexrl.optim import make_optimizer
-
-log = logging.getLogger(__name__)
 
 
 def dpg_targets(q_next_target: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor) -> torch.Tensor:
@@ -36,7 +33,7 @@ def dpg_targets(q_next_target: torch.Tensor, reward: torch.Tensor, discount: tor
     return reward + discount * q_next_target.min(dim=0).values
 
 
-class DPGLearner:
+class DPGLearner(UpdateCounters):
     def __init__(self, cfg: Config, net: torch.nn.Module, scale: ActionScale, device: str | None = None) -> None:
         """``net``: a DPG model (see networks.py), built by the caller under ``torch.manual_seed(cfg.seed)``."""
         self.cfg = cfg
@@ -54,9 +51,7 @@ class DPGLearner:
         self.pi_optimizer = make_optimizer(self._pi_params, dataclasses.replace(lc, lr=self.d.actor_lr))
         self._online = [p for p in self.net.parameters()]
         self._target = [p for p in self.target.parameters()]
-        self.updates = 0
-        self.skipped_updates = 0
-        self.consecutive_skips = 0
+        super().__init__()
         self._last_pi_loss = 0.0
 
     def update(self, batch: dict[str, np.ndarray], weights: np.ndarray) -> tuple[np.ndarray | None, dict[str, float]]:
@@ -118,12 +113,6 @@ class DPGLearner:
             "is_weight_mean": float(w.mean()),
         }
 
-    def _skip(self, what: str) -> tuple[None, dict[str, float]]:
-        self.skipped_updates += 1
-        self.consecutive_skips += 1
-        log.warning("skipped learner update %d: non-finite %s", self.updates, what)
-        return None, {"skipped": 1.0}
-
     def weights(self) -> dict[str, np.ndarray]:
         return state_dict_to_numpy(self.net)
 
@@ -132,10 +121,8 @@ class DPGLearner:
             "net": {k: v.cpu() for k, v in self.net.state_dict().items()},
             "target": {k: v.cpu() for k, v in self.target.state_dict().items()},
             "optimizer": {"critic": self.q_optimizer.state_dict(), "actor": self.pi_optimizer.state_dict()},
-            "updates": self.updates,
-            "skipped_updates": self.skipped_updates,
+            **self._counters(),
             "last_actor_loss": self._last_pi_loss,
-            "torch_rng": torch.get_rng_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -143,8 +130,5 @@ class DPGLearner:
         self.target.load_state_dict(state["target"])
         self.q_optimizer.load_state_dict(state["optimizer"]["critic"])
         self.pi_optimizer.load_state_dict(state["optimizer"]["actor"])
-        self.updates = int(state["updates"])
-        self.skipped_updates = int(state.get("skipped_updates", 0))
+        self._load_counters(state)
         self._last_pi_loss = float(state.get("last_actor_loss", 0.0))
-        if "torch_rng" in state:
-            torch.set_rng_state(state["torch_rng"])

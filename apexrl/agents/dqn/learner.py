@@ -7,19 +7,16 @@ Ray-free: the runtime's learner loop (``apexrl.runtime.learning``) feeds it batc
 from __future__ import annotations
 
 import copy
-import logging
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from apexrl.agents.torch_utils import resolve_device, to_device, zero_grad
+from apexrl.agents.torch_utils import UpdateCounters, resolve_device, to_device, zero_grad
 from apexrl.config import Config
 from apexrl.core import state_dict_to_numpy
 from apexrl.optim import make_optimizer
-
-log = logging.getLogger(__name__)
 
 
 def double_dqn_targets(q_next_online: torch.Tensor, q_next_target: torch.Tensor, reward: torch.Tensor,
@@ -32,7 +29,7 @@ def double_dqn_targets(q_next_online: torch.Tensor, q_next_target: torch.Tensor,
     return reward + discount * q_next_target.gather(1, best).squeeze(1)
 
 
-class DQNLearner:
+class DQNLearner(UpdateCounters):
     def __init__(self, cfg: Config, net: torch.nn.Module, device: str | None = None,
                  optimizer: Any = None) -> None:
         """``net`` is the online network, built by the caller under ``torch.manual_seed(cfg.seed)``;
@@ -45,9 +42,7 @@ class DQNLearner:
         self.target.requires_grad_(False)
         self.optimizer = optimizer if optimizer is not None else make_optimizer(self.net.parameters(), lc)
         self._params = [p for p in self.net.parameters() if p.requires_grad]
-        self.updates = 0
-        self.skipped_updates = 0
-        self.consecutive_skips = 0
+        super().__init__()
 
     def _tensor(self, x: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
         return to_device(x, self.device, dtype)
@@ -101,12 +96,6 @@ class DQNLearner:
     def _zero_grad(self) -> None:
         zero_grad(self._params)
 
-    def _skip(self, what: str) -> tuple[None, dict[str, float]]:
-        self.skipped_updates += 1
-        self.consecutive_skips += 1
-        log.warning("skipped learner update %d: non-finite %s", self.updates, what)
-        return None, {"skipped": 1.0}
-
     def weights(self) -> dict[str, np.ndarray]:
         return state_dict_to_numpy(self.net)
 
@@ -115,16 +104,11 @@ class DQNLearner:
             "net": {k: v.cpu() for k, v in self.net.state_dict().items()},
             "target": {k: v.cpu() for k, v in self.target.state_dict().items()},
             "optimizer": self.optimizer.state_dict(),
-            "updates": self.updates,
-            "skipped_updates": self.skipped_updates,
-            "torch_rng": torch.get_rng_state(),
+            **self._counters(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.updates = int(state["updates"])
-        self.skipped_updates = int(state.get("skipped_updates", 0))
-        if "torch_rng" in state:
-            torch.set_rng_state(state["torch_rng"])
+        self._load_counters(state)
