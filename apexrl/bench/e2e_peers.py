@@ -29,6 +29,8 @@ TASKS: dict[str, Task] = {
     "cartpole": Task("cartpole", "CartPole-v1", 475.0, "dqn"),
     "pendulum": Task("pendulum", "Pendulum-v1", -200.0, "dpg"),
     "minatar": Task("minatar", "MinAtar/Breakout-v1", 10.0, "dqn"),
+    "lunarlander-continuous": Task("lunarlander-continuous", "LunarLanderContinuous-v3", 200.0, "dpg"),
+    "halfcheetah": Task("halfcheetah", "HalfCheetah-v5", 5000.0, "dpg"),
 }
 
 # RL Zoo (DLR-RM/rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1, tuned), verbatim except n_timesteps,
@@ -52,6 +54,13 @@ SB3_ZOO_PENDULUM_TD3: dict[str, Any] = dict(
     learning_rate=1e-3, policy_kwargs=dict(net_arch=[400, 300]),
 )
 SB3_ZOO_TD3_NOISE_STD = 0.1
+# RL Zoo td3.yml, LunarLanderContinuous: the Pendulum settings above (n_timesteps 3e5). MuJoCo (HalfCheetah):
+# learning_starts 10000, noise normal 0.1, train_freq 1, gradient_steps 1, learning_rate 1e-3, batch 256,
+# net_arch [400, 300], n_timesteps 1e6.
+SB3_ZOO_MUJOCO_TD3: dict[str, Any] = dict(
+    learning_starts=10_000, train_freq=1, gradient_steps=1, learning_rate=1e-3, batch_size=256,
+    policy_kwargs=dict(net_arch=[400, 300]),
+)
 
 # The MinAtar paper's DQN (Young & Tian, 2019, sec. 4): batch 32, replay 100k, replay start 5000, target
 # copy every 1000 updates, one update per step, gamma 0.99, epsilon 1 -> 0.1 over the first 100k steps
@@ -167,7 +176,13 @@ def run_apexrl(task: Task, seed: int, budget: float, eval_interval: float, overr
     res = train(cfg, run_dir=run_dir, console=console)
     startup = max(0.0, (console.t_start or t0) - t0)
     reached = res.time_to_target_s is not None
+    import json
+
+    with open(run_dir / "metrics.jsonl") as f:  # the curve, on the same clock as the other peers' evals
+        evals = [(round(r["time_s"] + startup, 2), r["env_steps"], r["eval_return_mean"])
+                 for r in map(json.loads, filter(str.strip, f)) if r.get("eval_return_mean") is not None]
     return {
+        "evals": evals,
         "reached": reached,
         "time_to_target_s": (res.time_to_target_s + startup) if reached else None,
         "env_steps_to_target": res.env_steps_to_target,
@@ -221,9 +236,9 @@ def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, override
     else:
         n = int(np.prod(env.action_space.shape))  # type: ignore[arg-type]
         noise = NormalActionNoise(np.zeros(n), SB3_ZOO_TD3_NOISE_STD * np.ones(n))
-        settings = {**SB3_ZOO_PENDULUM_TD3, "noise_std": SB3_ZOO_TD3_NOISE_STD, "torch_threads": torch.get_num_threads()}
-        model = TD3("MlpPolicy", env, seed=seed, verbose=0, device="cpu", action_noise=noise,
-                    **SB3_ZOO_PENDULUM_TD3)
+        zoo = SB3_ZOO_MUJOCO_TD3 if task.preset == "halfcheetah" else SB3_ZOO_PENDULUM_TD3
+        settings = {**zoo, "noise_std": SB3_ZOO_TD3_NOISE_STD, "torch_threads": torch.get_num_threads()}
+        model = TD3("MlpPolicy", env, seed=seed, verbose=0, device="cpu", action_noise=noise, **zoo)
         first = SB3_ZOO_TD3_TIMESTEPS
     cb = _Cb()
     steps = 0
