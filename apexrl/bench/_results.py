@@ -32,8 +32,15 @@ def commit() -> str:
     return f"apexrl {apexrl.__version__}"
 
 
+# The code a benchmark ran is the code when it started: commits made while a long run goes on must not
+# relabel it. ``commit_at_end`` is added when the checkout changed meanwhile.
+_AT_START = (commit(), datetime.now().isoformat(timespec="seconds"))
+
+
 def stamp() -> dict[str, Any]:
-    return {"commit": commit(), "date": datetime.now().isoformat(timespec="seconds"),
+    end = commit()
+    return {"commit": _AT_START[0], **({"commit_at_end": end} if end != _AT_START[0] else {}),
+            "started": _AT_START[1], "date": datetime.now().isoformat(timespec="seconds"),
             "host": {"name": platform.node(), "cpus": os.cpu_count(), "platform": platform.platform()},
             "command": " ".join(["apexrl" if sys.argv[0].endswith("apexrl") else sys.argv[0], *sys.argv[1:]])}
 
