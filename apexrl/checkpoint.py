@@ -76,7 +76,9 @@ def safe_load(path: Path | str) -> Any:
         import re
 
         found = re.search(r"(?:unsupported GLOBAL|Unsupported global:)\s*(?:GLOBAL\s*)?([\w.]+)", str(e), re.IGNORECASE)
-        what = found.group(1) if found else "unknown objects"
+        if found is None:
+            raise  # not a disallowed object: a damaged file, reported by the caller
+        what = found.group(1)
         raise CheckpointError(f"'{path}' holds Python objects other than tensors, arrays and plain values "
                               f"({what}); apexrl does not load it, since unpickling them could run code") from None
 

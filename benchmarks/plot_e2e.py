@@ -15,6 +15,8 @@ def main() -> int:
     p.add_argument("result")
     p.add_argument("-o", "--output", default="e2e-curves.png")
     p.add_argument("--title", default=None)
+    p.add_argument("--line", type=float, default=None,
+                   help="a reference return to draw (default: the run's target, when inside the curves' range)")
     a = p.parse_args()
     import matplotlib
 
@@ -24,6 +26,10 @@ def main() -> int:
     data = json.load(open(a.result))
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     colors = {"apexrl": "tab:orange", "sb3": "tab:blue", "rllib": "tab:green"}
+    returns = [e[2] for run in data["runs"] for e in run.get("evals") or []]
+    line = a.line
+    if line is None and returns and min(returns) <= data["target"] <= max(returns) + abs(max(returns)):
+        line = data["target"]
     for run in data["runs"]:
         evals = run.get("evals") or []
         if not evals:
@@ -34,7 +40,8 @@ def main() -> int:
         left.plot(steps, ret, **kw)
         right.plot(t, ret, **kw)
     for ax, xlabel in ((left, "env steps"), (right, "wall time (s), start-up included")):
-        ax.axhline(data["target"], color="grey", linestyle=":", linewidth=1)
+        if line is not None:
+            ax.axhline(line, color="grey", linestyle=":", linewidth=1)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"greedy eval return ({data.get('eval_episodes', 10)} episodes)")
         ax.grid(alpha=0.3)
