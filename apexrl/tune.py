@@ -141,7 +141,7 @@ def concurrency(cfg: Config, cluster: dict[str, float]) -> int:
 
 class _TuneConsole(Console):
     """Hands each driver report to Tune (so its progress and schedulers see the run); prints nothing.
-    With ``run_dir``, each new checkpoint of the run goes to Tune with the report (for PBT)."""
+    With ``run_dir``, the run's newest checkpoint goes to Tune with each report (for PBT)."""
 
     KEYS = ("env_steps", "time_s", "learner_updates", "train_return_mean", "env_steps_per_s")
 
@@ -178,12 +178,26 @@ class _TuneConsole(Console):
         self.reported = newest
 
     def _new_checkpoint(self) -> Path | None:
+        """The run's newest checkpoint, with every report: a function trainable's "save" (what PBT asks
+        for when it picks a trial to copy) is the checkpoint of its last report."""
         if self.run_dir is None:
             return None
         from apexrl import checkpoint as ckpt
 
         found = ckpt.list_checkpoints(Path(self.run_dir))
-        return found[-1] if found and found[-1] != self.reported else None
+        return found[-1] if found else None
+
+
+def _own_index(params: dict[str, Any]) -> int:
+    """This Tune trial's index into ``trials``. Not ``params["trial"]`` alone: PBT copies a stronger
+    trial's whole config, index included, into a weaker one; the trial's directory keeps its own."""
+    from ray import tune
+
+    try:
+        name = Path(tune.get_context().get_trial_dir()).name
+    except Exception:  # outside a Tune session
+        name = ""
+    return int(name[len("trial"):]) if re.fullmatch(r"trial\d+", name) else int(params["trial"])
 
 
 def _param(key: str) -> str:
@@ -203,7 +217,7 @@ def _trainable(params: dict[str, Any], trials: list[Trial], checkpoints: bool = 
     from apexrl.config import from_dict
     from apexrl.runtime.driver import train
 
-    t = trials[params["trial"]]
+    t = trials[_own_index(params)]
     cfg = from_dict(t.config)
     mutated = {k[len("grid:"):]: v for k, v in params.items() if k.startswith("grid:")}
     if mutated:
@@ -220,7 +234,9 @@ def _trainable(params: dict[str, Any], trials: list[Trial], checkpoints: bool = 
         resume = t.run_dir
     console = _TuneConsole(t.run_dir if checkpoints else None)
     res = train(cfg, run_dir=None if resume else t.run_dir, resume=resume, console=console)
-    tune.report({"env_steps": res.env_steps, "time_s": res.time_s, "learner_updates": res.learner_updates,
+    best = res.best_eval_return if res.best_eval_return is not None else console.best
+    tune.report({"score": best if best is not None else res.eval_return_mean, "env_steps": res.env_steps,
+                 "time_s": res.time_s, "learner_updates": res.learner_updates,
                  "eval_return_mean": res.eval_return_mean, "best_eval_return": res.best_eval_return,
                  "stop_reason": res.stop_reason, "run_dir": str(res.run_dir), "final": True})
 
@@ -285,7 +301,7 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
         space: dict[str, Any] = {"trial": tune.grid_search([t.index for t in trials])}
         if scheduler == "pbt":  # each trial starts at its grid point; PBT then changes these
             for k in grid:
-                space[_param(k)] = tune.sample_from(lambda spec, k=k: _dotted(trials[spec.config["trial"]].config, k))
+                space[_param(k)] = tune.sample_from(lambda config, k=k: _dotted(trials[config["trial"]].config, k))
         tuner = tune.Tuner(
             trainable,
             param_space=space,
@@ -294,12 +310,14 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
                                         mode="max" if sched is not None else None,
                                         trial_dirname_creator=lambda tr: f"trial{tr.config['trial']}"),
             run_config=tune.RunConfig(name="_tune", storage_path=str(out.resolve()), verbose=verbose,
+                                      checkpoint_config=tune.CheckpointConfig(num_to_keep=_keep(trials, scheduler)),
                                       failure_config=tune.FailureConfig(max_failures=0)),
         )
         grid = tuner.fit()
         rows: dict[int, dict[str, Any]] = {}
         for r in grid:
-            i = r.config["trial"]
+            name = Path(r.path).name if r.path else ""
+            i = int(name[len("trial"):]) if re.fullmatch(r"trial\d+", name) else r.config["trial"]
             m = dict(r.metrics or {})
             t = trials[i]
             rows[i] = {"config": t.label, "seed": t.seed, "best_eval": m.get("best_eval_return"),
@@ -319,6 +337,16 @@ def _dotted(d: dict[str, Any], key: str) -> Any:
     for part in C.ALIASES.get(key, key).split("."):
         d = d[part]
     return d
+
+
+def _keep(trials: list[Trial], scheduler: str) -> int | None:
+    """Tune checkpoints kept per trial: under PBT every report carries one, and a trial copies another's
+    up to one perturbation interval after that one was chosen, so keep two intervals' worth."""
+    if scheduler != "pbt":
+        return None
+    cfg = C.from_dict(trials[0].config)
+    interval = (cfg.stop.max_time_s or 60.0) / 4
+    return 2 * math.ceil(interval / cfg.logging.report_interval_s) + 2
 
 
 def _with_checkpoints(t: Trial) -> Trial:
