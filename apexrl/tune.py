@@ -267,7 +267,7 @@ def make_scheduler(name: str, trials: list[Trial], grid: dict[str, list[Any]]) -
     if name == "asha":
         return ASHAScheduler(time_attr="time_s", max_t=budget, reduction_factor=3,
                              grace_period=max(budget / 9, 2 * cfg.logging.report_interval_s))
-    return PopulationBasedTraining(time_attr="time_s", perturbation_interval=budget / 4,
+    return PopulationBasedTraining(time_attr="time_s", perturbation_interval=_pbt_interval(cfg),
                                    hyperparam_mutations={_param(k): list(v) for k, v in grid.items()})
 
 
@@ -339,19 +339,24 @@ def _dotted(d: dict[str, Any], key: str) -> Any:
     return d
 
 
+def _pbt_interval(cfg: Config) -> float:
+    """PBT's perturbation interval: a quarter of the trial's wall-time budget."""
+    return (cfg.stop.max_time_s or 60.0) / 4
+
+
 def _keep(trials: list[Trial], scheduler: str) -> int | None:
     """Tune checkpoints kept per trial: under PBT every report carries one, and a trial copies another's
     up to one perturbation interval after that one was chosen, so keep two intervals' worth."""
     if scheduler != "pbt":
         return None
     cfg = C.from_dict(trials[0].config)
-    interval = (cfg.stop.max_time_s or 60.0) / 4
+    interval = _pbt_interval(cfg)
     return 2 * math.ceil(interval / cfg.logging.report_interval_s) + 2
 
 
 def _with_checkpoints(t: Trial) -> Trial:
     cfg = C.from_dict(t.config)
-    interval = (cfg.stop.max_time_s or 60.0) / 4
+    interval = _pbt_interval(cfg)
     every = max(1, int(interval / 2 / cfg.logging.report_interval_s))
     return Trial(t.index, t.label, t.seed, to_dict(cfg.replace(**{"checkpoint.every_reports": every})), t.run_dir)
 
