@@ -36,21 +36,26 @@ def auto_num_actors(cfg: Config, cluster_cpus: float) -> int:
     return max(1, int((cluster_cpus - cfg.learner.num_cpus) // per))
 
 
-def fit_to_cluster(cfg: Config, cluster_cpus: float, cluster_gpus: float) -> Config:
-    """The config with its actors fitted into the CPUs the cluster has: more actors than free CPUs share
-    them (fractional ``actors.num_cpus``) instead of waiting forever to be scheduled. A learner that asks
-    for more GPUs than exist is a ConfigError naming the key."""
+def fit_to_cluster(cfg: Config, cluster_cpus: float, cluster_gpus: float, num_actors: int) -> Config:
+    """The config with its ``num_actors`` actors fitted into the CPUs the cluster has: more actors than
+    free CPUs share them (fractional ``actors.num_cpus``) instead of waiting forever to be scheduled; on a
+    cluster smaller than the learner's CPUs plus one, the learner takes half. A learner that asks for more
+    GPUs than exist is a ConfigError naming the key."""
     from apexrl.config import ConfigError
 
     if cfg.learner.num_gpus > cluster_gpus:
         raise ConfigError(f"config key 'learner.num_gpus' (num_gpus) = {cfg.learner.num_gpus:g} but the Ray "
                           f"cluster has {cluster_gpus:g} GPUs; set it to at most {cluster_gpus:g}")
-    free = cluster_cpus - cfg.learner.num_cpus
-    n = cfg.actors.num_actors
-    if n is None or n * cfg.actors.num_cpus <= max(free, 0.0):
+    learner = cfg.learner.num_cpus
+    if learner + num_actors * cfg.actors.num_cpus <= cluster_cpus:
         return cfg
-    share = max(0.01, math.floor(100 * max(free, 0.5) / n) / 100)
-    return cfg.replace(**{"actors.num_cpus": share})
+    changes: dict[str, float] = {}
+    if learner > cluster_cpus / 2 and learner + min(num_actors, 1) > cluster_cpus:
+        learner = changes["learner.num_cpus"] = math.floor(100 * cluster_cpus / 2) / 100
+    free = cluster_cpus - learner
+    if num_actors * cfg.actors.num_cpus > free:
+        changes["actors.num_cpus"] = max(0.01, math.floor(100 * free / num_actors) / 100)
+    return cfg.replace(**changes)
 
 
 def logical_cpus(cfg: Config, host_cpus: int) -> int:

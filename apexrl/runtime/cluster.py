@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
 import sys
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import ray
@@ -31,7 +33,9 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
                  _node_ip_address="127.0.0.1", **kwargs)
         return True
-    _check_reachable(address)
+    target = _check_reachable(address)
+    if target:
+        _authenticate(address, target)
     try:
         ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -41,8 +45,68 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
     return True
 
 
-def _check_reachable(address: str) -> None:
-    """Fail in seconds with a clear message instead of letting ray.init retry for minutes."""
+def _authenticate(address: str, target: str) -> None:
+    """Ray turns on token authentication for ``ray start`` clusters when a token exists, but a driver that
+    connects by HOST:PORT only sends its token if ``RAY_AUTH_MODE=token`` is set. Ask the head whether it
+    wants a token; if it does and one is available here (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
+    ``~/.ray/auth_token``), send it; otherwise say exactly that, instead of Ray's retry loop ending in
+    "failed to connect"."""
+    explicit = os.environ.get(_AUTH_MODE)
+    if explicit is not None and explicit.lower() != "token":
+        if _gcs_refuses(target):
+            raise ClusterError(f"the Ray cluster at --address {address} requires token authentication but "
+                               f"{_AUTH_MODE}={explicit}; unset it or set {_AUTH_MODE}=token")
+        return
+    if explicit is None and not _gcs_refuses(target):
+        return
+    from ray._private.authentication import authentication_token_setup as auth
+
+    logging.getLogger(auth.__name__).setLevel(logging.ERROR)  # its "token auth is enabled" warning: we say it
+    if explicit is None and not auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False):
+        raise ClusterError(f"the Ray cluster at --address {address} requires token authentication and no token "
+                           "is set here: copy the head's token (`ray get-auth-token` on the head) into "
+                           "RAY_AUTH_TOKEN or ~/.ray/auth_token")
+    if _gcs_refuses(target):
+        raise ClusterError(f"the Ray cluster at --address {address} refused this machine's token "
+                           "(authentication failed): use the head's token (`ray get-auth-token` on the head) "
+                           "in RAY_AUTH_TOKEN or ~/.ray/auth_token")
+    log.info("connecting to %s with token authentication", target)
+
+
+_AUTH_MODE = "RAY_AUTH_MODE"
+
+
+def _gcs_refuses(target: str) -> bool:
+    """One cheap authenticated call to the head's GCS: True only for an authentication refusal."""
+    from ray._raylet import GcsClient
+    from ray.exceptions import AuthenticationError
+
+    try:
+        with _quiet_stderr():  # Ray's C++ client logs each refusal as a warning of its own
+            GcsClient(address=target).internal_kv_get(b"apexrl-probe", namespace=None, timeout=5)
+    except AuthenticationError:
+        return True
+    except Exception as e:  # anything else is ray.init's to report
+        log.debug("GCS probe of %s: %s", target, e)
+    return False
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _check_reachable(address: str) -> str:
+    """Fail in seconds with a clear message instead of letting ray.init retry for minutes. Returns the
+    GCS HOST:PORT, or "" for client/HTTP addresses."""
     target = address
     if address == "auto":
         target = os.environ.get("RAY_ADDRESS", "")
@@ -53,7 +117,7 @@ def _check_reachable(address: str) -> None:
             raise ClusterError("--address auto found no running Ray cluster on this machine; start one with "
                                "'ray start --head --port=6379' (or pass --address HOST:6379)")
     if target.startswith(("ray://", "http://", "https://")):
-        return
+        return ""
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():
         raise ClusterError(f"--address {address}: expected 'auto' or HOST:PORT such as 10.0.0.1:6379")
@@ -63,6 +127,7 @@ def _check_reachable(address: str) -> None:
     except OSError as e:
         raise ClusterError(f"cannot reach a Ray cluster at --address {address} ({target}: {e.strerror or e}); "
                            "start one with 'ray start --head --port=6379' and check host, port and firewall") from None
+    return target
 
 
 def ship_by_value(fn: Any) -> None:

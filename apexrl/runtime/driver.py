@@ -32,6 +32,7 @@ from apexrl.runtime.checkpointing import Checkpointer
 from apexrl.runtime.cluster import ClusterError, cause, init_ray, ship_by_value, sigterm_as_interrupt
 from apexrl.runtime.progress import Progress
 from apexrl.runtime.reporting import Reporter, Window
+from apexrl.runtime.scheduling import StartWatch
 from apexrl.runtime.stopping import StopConditions
 from apexrl.runtime.supervisor import Supervisor, TrainingError
 from apexrl.runtime.topology import Topology
@@ -115,8 +116,8 @@ def build_topology(cfg: Config, rdir: Path, model_factory: ModelFactory | None,
     host_cpus = max(os.cpu_count() or 1, 1)
     resources = ray.cluster_resources()
     cluster_cpus = float(resources.get("CPU", host_cpus))
-    cfg = fit_to_cluster(cfg, cluster_cpus, float(resources.get("GPU", 0)))  # nothing waits unscheduled
     num_actors = auto_num_actors(cfg, host_cpus if private else cluster_cpus)
+    cfg = fit_to_cluster(cfg, cluster_cpus, float(resources.get("GPU", 0)), num_actors)  # nothing waits
     rdir.mkdir(parents=True, exist_ok=True)
     (rdir / "config.yaml").write_text(dump_yaml(cfg))
     if model_factory is not None:
@@ -133,6 +134,7 @@ class Loop:
         self.cfg, self.topology, self.console = cfg, topology, console
         self.progress = Progress(topology.num_actors)
         self.supervisor = Supervisor(topology, self.progress, console)
+        self.start_watch = StartWatch(topology, console.message)
         self.checkpointer = Checkpointer(cfg, topology, run_dir, self.progress)
         self.stop = StopConditions(cfg.stop)
         if resume_state is not None and resume_path is not None:
@@ -241,6 +243,7 @@ class Loop:
 
     def _report(self, now: float) -> None:
         self.next_report = now + self.cfg.logging.report_interval_s
+        self.start_watch.poll()
         self.supervisor.check_shards(self.checkpointer.replay_snapshot)
         record = self.reporter.report(now - self.t_start, self.window, self.last_learner, self.eval_returns)
         self.last_record = record

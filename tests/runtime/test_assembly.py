@@ -21,12 +21,18 @@ def test_shards_split_capacity_learning_starts_and_the_rate_limiters_band():
 
 def test_actors_beyond_the_clusters_cpus_share_them():
     cfg = Config().replace(**{"actors.num_actors": 8})
-    assert fit_to_cluster(cfg, cluster_cpus=16, cluster_gpus=0) is cfg  # they fit: unchanged
-    fitted = fit_to_cluster(cfg, cluster_cpus=2, cluster_gpus=0)  # 1 CPU left after the learner's
-    assert fitted.actors.num_cpus == pytest.approx(0.12) and 8 * fitted.actors.num_cpus <= 1.0
-    assert fit_to_cluster(Config(), cluster_cpus=1, cluster_gpus=0) == Config()  # None: sized to the cluster
+    assert fit_to_cluster(cfg, cluster_cpus=16, cluster_gpus=0, num_actors=8) is cfg  # they fit: unchanged
+    fitted = fit_to_cluster(cfg, cluster_cpus=2, cluster_gpus=0, num_actors=8)  # 1 CPU left after the learner's
+    assert fitted.actors.num_cpus == pytest.approx(0.12) and fitted.learner.num_cpus == 1.0
+
+
+def test_a_one_cpu_cluster_splits_it_between_learner_and_actor():
+    fitted = fit_to_cluster(Config(), cluster_cpus=1, cluster_gpus=0, num_actors=1)
+    assert (fitted.learner.num_cpus, fitted.actors.num_cpus) == (0.5, 0.5)
+    fitted = fit_to_cluster(Config(), cluster_cpus=1.5, cluster_gpus=0, num_actors=4)
+    assert (fitted.learner.num_cpus, fitted.actors.num_cpus) == (0.75, 0.18)  # 4 x 0.18 <= 0.75
 
 
 def test_a_learner_gpu_the_cluster_lacks_is_a_config_error():
     with pytest.raises(ConfigError, match=r"'learner.num_gpus' \(num_gpus\) = 1 but the Ray cluster has 0 GPUs"):
-        fit_to_cluster(Config().replace(**{"learner.num_gpus": 1}), cluster_cpus=4, cluster_gpus=0)
+        fit_to_cluster(Config().replace(**{"learner.num_gpus": 1}), cluster_cpus=4, cluster_gpus=0, num_actors=1)

@@ -1,0 +1,98 @@
+"""`apexrl train --address` against a real `ray start --head`, as current Ray starts it: token
+authentication on, one CPU. Nothing set by the user but the token file Ray itself writes."""
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.raystart import free_port, start_head
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def token_head(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("head")
+    token, port = secrets.token_hex(32), free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token,
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    head = start_head(tmp, port, num_cpus=1, env=env)
+    try:
+        yield f"127.0.0.1:{port}", token, tmp
+    finally:
+        head.stop()
+        time.sleep(1.0)
+        left = [p for p in psutil.process_iter(["cmdline"])
+                if any(f"{port}" in a for a in (p.info["cmdline"] or []))]
+        assert not left, f"processes of the test cluster left behind: {left}"
+
+
+def _home_with_token(tmp, token):
+    home = tmp / ("home-" + (token[:6] if token else "none"))
+    (home / ".ray").mkdir(parents=True, exist_ok=True)
+    if token:
+        (home / ".ray" / "auth_token").write_text(token)
+    return home
+
+
+def _train(address, home, run_dir, seconds=6):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k != "RAY_ADDRESS"}
+    env.update(HOME=str(home), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    return subprocess.run([sys.executable, "-m", "apexrl", "train", "--address", address, "--run-dir", str(run_dir),
+                           "--set", f"stop.max_time_s={seconds}", "--set", "logging.console=plain",
+                           "--set", "evaluation.interval_s=0"],
+                          env=env, capture_output=True, text=True, timeout=240)
+
+
+def _last_line(err: str) -> str:
+    lines = [x for x in err.splitlines() if x.startswith("apexrl")]
+    return lines[-1] if lines else err[-500:]
+
+
+def test_host_port_trains_on_a_token_cluster_with_the_token_file_ray_writes(token_head):
+    address, token, tmp = token_head
+    out = _train(address, _home_with_token(tmp, token), tmp / "run-hostport")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "done: reached 6 s" in out.stdout
+    steps = int(out.stdout.split("done: reached 6 s; ")[1].split(" env steps")[0].replace(",", ""))
+    assert steps > 1000  # actors and learner were scheduled on the one CPU, and ran
+
+
+def test_auto_trains_on_the_same_cluster(token_head):
+    address, token, tmp = token_head
+    from pathlib import Path
+
+    current = Path("/tmp/ray/ray_current_cluster")
+    if not current.exists() or current.read_text().strip() != address:
+        pytest.skip("another Ray cluster started on this host since the test head: 'auto' would find that one")
+    out = _train("auto", _home_with_token(tmp, token), tmp / "run-auto", seconds=3)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_no_token_here_is_one_line_naming_authentication(token_head):
+    address, _, tmp = token_head
+    out = _train(address, _home_with_token(tmp, ""), tmp / "run-none")
+    assert out.returncode == 2
+    assert _last_line(out.stderr) == (
+        f"apexrl: error: the Ray cluster at --address {address} requires token authentication and no token is "
+        "set here: copy the head's token (`ray get-auth-token` on the head) into RAY_AUTH_TOKEN or "
+        "~/.ray/auth_token")
+    assert not (tmp / "run-none").exists()
+
+
+def test_a_wrong_token_is_refused_as_authentication_not_as_unreachable(token_head):
+    address, _, tmp = token_head
+    out = _train(address, _home_with_token(tmp, secrets.token_hex(32)), tmp / "run-wrong")
+    assert out.returncode == 2
+    assert "refused this machine's token (authentication failed)" in _last_line(out.stderr)
+    assert "Traceback" not in out.stderr
+
+
+def test_nothing_listening_is_unreachable_not_authentication(tmp_path):
+    out = _train(f"127.0.0.1:{free_port()}", _home_with_token(tmp_path, ""), tmp_path / "run")
+    assert out.returncode == 2 and "cannot reach a Ray cluster at --address 127.0.0.1:" in _last_line(out.stderr)
