@@ -140,7 +140,7 @@ class CheckpointConfig:
 @dataclass(frozen=True)
 class StopConfig:
     max_env_steps: int | None = None  # env steps over all actors
-    max_time_s: float | None = None  # wall seconds
+    max_time_s: float | None = None  # wall seconds of this invocation (a resumed run gets them anew)
     target_return: float | None = None  # stop when the evaluation mean reaches this
 
 

@@ -24,8 +24,9 @@ class RayStartNode:
     def __init__(self, args: list[str], env: dict[str, str], log: Path, prefix: list[str] | None = None) -> None:
         ray_bin = str(Path(sys.executable).with_name("ray"))
         self.log = log
+        head = ["--include-dashboard=false"] if "--head" in args else []
         self.proc = subprocess.Popen([*(prefix or []), ray_bin, "start", "--block", "--disable-usage-stats",
-                                      "--include-dashboard=false", *args], env=env, stdout=log.open("w"),
+                                      *head, *args], env=env, stdout=log.open("w"),
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_for_port(self, host: str, port: int, timeout: float = 90.0) -> None:

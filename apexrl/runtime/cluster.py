@@ -8,8 +8,8 @@ import os
 import signal
 import socket
 import sys
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import ray

@@ -5,7 +5,8 @@ smaller than the run's CPU, GPU or custom-resource demand), printing nothing a u
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ray
 
