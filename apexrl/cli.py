@@ -1,7 +1,8 @@
 """``apexrl train | eval | bench | runs | tune | plot``: the user-facing commands.
 
 Bad input ends with one line on stderr naming the problem and the fix, exit status 2, no traceback
-(``--debug`` shows it) and no run dir.
+(``--debug`` shows it) and no run dir. ``train`` exits 0 when done (a SIGTERM or Ctrl-C too, after a final
+checkpoint), 1 when training had to stop, 3 when its ``--address`` cluster went away (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -142,7 +143,9 @@ def _train_config(args: argparse.Namespace) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from apexrl.runtime.driver import TrainingError, train
+    from apexrl.runtime import driver_process
+    from apexrl.runtime.cluster import check_cluster
+    from apexrl.runtime.driver import TrainingError, run_name, train
 
     cfg = _train_config(args)
     if args.run_dir is not None and args.resume is not None:
@@ -150,8 +153,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.run_dir is not None and Path(args.run_dir).exists() and any(Path(args.run_dir).iterdir()):
         raise UserError(f"--run-dir {args.run_dir} exists and is not empty; use --resume {args.run_dir} "
                         "to continue it or choose another directory")
+    if args.address is not None and not driver_process.in_child():
+        check_cluster(args.address)  # a wrong address or token: one line here, before a child exists
+        return driver_process.run_watched(args.argv, args.address)
+    run_dir = args.run_dir if args.run_dir is not None or args.resume is not None else Path("runs") / run_name(cfg)
+    driver_process.note_run_dir(Path(args.resume or run_dir))
     try:
-        result = train(cfg, run_dir=args.run_dir, address=args.address, resume=args.resume,
+        result = train(cfg, run_dir=run_dir, address=args.address, resume=args.resume,
                        dashboard=args.dashboard)
     except TrainingError as e:
         print(f"apexrl: training stopped: {e}", file=sys.stderr)
@@ -291,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.debug:
         os.environ["APEXRL_LOG_LEVEL"] = "DEBUG"
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return COMMANDS[args.command](args)
     except _user_errors() as e:
@@ -301,6 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("apexrl: interrupted", file=sys.stderr)
         return 130
+    finally:
+        from apexrl.runtime.driver_process import note_exit
+
+        note_exit()
 
 
 if __name__ == "__main__":

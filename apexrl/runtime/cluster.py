@@ -30,12 +30,12 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
     if address is None:
         # Loopback only, dashboard off unless asked: an exposed Ray dashboard/jobs API runs anyone's code.
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        # Ray turns token auth on for a private Ray too when a token exists, and warns on every start.
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
                  _node_ip_address="127.0.0.1", **kwargs)
         return True
-    target = _check_reachable(address)
-    if target:
-        _authenticate(address, target)
+    check_cluster(address)
     try:
         ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -43,6 +43,14 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
         raise ClusterError(f"cannot reach a Ray cluster at --address {address} ({first}); start one with "
                            "'ray start --head --port=6379' and pass --address auto or HOST:6379") from None
     return True
+
+
+def check_cluster(address: str) -> None:
+    """ClusterError unless a Ray head answers at ``address`` and accepts this machine (its token, if it
+    wants one); sets RAY_AUTH_MODE=token for this process and its children when the head needs it."""
+    target = _check_reachable(address)
+    if target:
+        _authenticate(address, target)
 
 
 def _authenticate(address: str, target: str) -> None:
@@ -61,7 +69,7 @@ def _authenticate(address: str, target: str) -> None:
         return
     from ray._private.authentication import authentication_token_setup as auth
 
-    logging.getLogger(auth.__name__).setLevel(logging.ERROR)  # its "token auth is enabled" warning: we say it
+    logging.getLogger(auth.__name__).setLevel(logging.ERROR)  # its "token auth is enabled" warning
     if explicit is None and not auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False):
         raise ClusterError(f"the Ray cluster at --address {address} requires token authentication and no token "
                            "is set here: copy the head's token (`ray get-auth-token` on the head) into "
