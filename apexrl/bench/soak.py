@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                               capture_output=True, text=True, timeout=600)
     em = re.search(r"return mean ([-\d.]+)", eval_out.stdout)
 
-    series = {k: [(r["t"], r.get(k, 0.0)) for r in rss] for k in ("driver", "learner", "actor", "shard", "raylet")}
+    series = {k: [(r["t"], r.get(k, 0.0)) for r in rss] for k in ("driver", "learner", "actor", "shard", "raylet", "gcs")}
     result = {
         "minutes": a.minutes, "kill_every_s": a.kill_every, "wall_s": round(wall, 1), "exit_code": proc.returncode,
         "traceback_in_output": "Traceback" in text, "kills": kills,

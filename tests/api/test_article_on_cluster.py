@@ -33,14 +33,15 @@ def test_articles_train_py_reaches_150_on_a_token_cluster_and_restores(tmp_path)
     head = start_head(tmp_path, port, num_cpus=2, env=env)
     try:
         assert "Token authentication is enabled" in (tmp_path / "head.log").read_text()
-        env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
+        env["RAY_ADDRESS"] = "auto"  # the cluster this host started last, as the example says; a script that
+        # passes HOST:PORT to ray.init itself needs RAY_AUTH_MODE=token (Ray sends a token only for "auto")
         train = subprocess.Popen([sys.executable, str(EXAMPLE / "train.py"), str(ITERATIONS)], cwd=tmp_path, env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         rewards, checkpoint, reached = [], None, False
         for line in train.stdout:
             print(line, end="")
             if m := re.match(r"Iteration: (\d+), reward: ([-\d.na]+)", line):
-                rewards.append(float(m.group(2)))
+                rewards.append(float(m.group(2)))  # nan until the first episode ends
                 reached = reached or rewards[-1] >= 150
             if m := re.search(r"Checkpoint saved at .*path=([^,)]+)", line):
                 checkpoint = m.group(1)
@@ -48,7 +49,7 @@ def test_articles_train_py_reaches_150_on_a_token_cluster_and_restores(tmp_path)
                     break  # a save after the reward reached 150
         train.terminate()
         train.wait(timeout=120)
-        assert rewards and max(rewards) >= 150, f"best training reward {max(rewards, default=None)}"
+        assert reached and checkpoint, f"training rewards {rewards}"
 
         out = subprocess.run([sys.executable, str(EXAMPLE / "restore.py"), checkpoint, "2"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=600)
