@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Ape-X DQN on ALE/Pong-v5 with the learner on one GPU and actors on every other core, for a fixed time;
+# writes the run dir, the greedy-eval curve and a stamped result line. On a machine with a GPU:
+#   pip install torch==2.13.0 -e ".[test]"      # a CUDA build of torch on the GPU machine
+#   MINUTES=8 ACTORS=14 bash benchmarks/pong_gpu.sh
+set -euo pipefail
+MINUTES=${MINUTES:-8}
+ACTORS=${ACTORS:-$(( $(nproc) - 2 ))}
+OUT=${OUT:-bench-results/pong-gpu-$(date +%Y%m%d-%H%M%S)}
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+python -c "import torch; assert torch.cuda.is_available(), 'no CUDA device: this benchmark needs a GPU'"
+mkdir -p "$(dirname "$OUT")"
+apexrl train --config atari --run-dir "$OUT" --console plain \
+  --set learner.device=cuda --set learner.num_gpus=1 --set actors.num_actors="$ACTORS" \
+  --set stop.max_time_s=$(( MINUTES * 60 )) --set evaluation.interval_s=60 | tee "$OUT.log"
+apexrl plot "$OUT" -o "$OUT.png"
+{ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) date $(date -Is) host $(hostname)";
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true;
+  echo "command: MINUTES=$MINUTES ACTORS=$ACTORS bash benchmarks/pong_gpu.sh";
+  grep '^done:' "$OUT.log"; } > "$OUT.txt"
+cat "$OUT.txt"
