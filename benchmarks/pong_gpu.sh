@@ -6,16 +6,17 @@
 set -euo pipefail
 MINUTES=${MINUTES:-8}
 ACTORS=${ACTORS:-$(( $(nproc) - 2 ))}
-OUT=${OUT:-bench-results/pong-gpu-$(date +%Y%m%d-%H%M%S)}
+RUN=${RUN:-bench-results/pong-gpu-$(date +%Y%m%d-%H%M%S)}
+APEXRL=${APEXRL:-apexrl}   # or "python3 -m apexrl" where the script is not installed
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
-python -c "import torch; assert torch.cuda.is_available(), 'no CUDA device: this benchmark needs a GPU'"
-mkdir -p "$(dirname "$OUT")"
-apexrl train --config atari --run-dir "$OUT" --console plain \
+python3 -c "import torch; assert torch.cuda.is_available(), 'no CUDA device: this benchmark needs a GPU'"
+mkdir -p "$(dirname "$RUN")"
+$APEXRL train --config atari --run-dir "$RUN" --console plain \
   --set learner.device=cuda --set learner.num_gpus=1 --set actors.num_actors="$ACTORS" \
-  --set stop.max_time_s=$(( MINUTES * 60 )) --set evaluation.interval_s=60 | tee "$OUT.log"
-apexrl plot "$OUT" -o "$OUT.png"
+  --set stop.max_time_s=$(( MINUTES * 60 )) --set evaluation.interval_s=60 2>&1 | tee "$RUN.log"
+$APEXRL plot "$RUN" -o "$RUN.png"
 { echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) date $(date -Is) host $(hostname)";
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true;
   echo "command: MINUTES=$MINUTES ACTORS=$ACTORS bash benchmarks/pong_gpu.sh";
-  grep '^done:' "$OUT.log"; } > "$OUT.txt"
-cat "$OUT.txt"
+  grep '^done:' "$RUN.log"; } > "$RUN.txt"
+cat "$RUN.txt"
