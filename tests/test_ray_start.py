@@ -141,7 +141,7 @@ def test_losing_the_cluster_ends_with_one_line_naming_the_checkpoint(tmp_path):
         out, err = p.communicate(timeout=120)
     finally:
         head.stop()
-    assert p.returncode == 3
+    assert p.returncode == 3, err[-3000:]
     last = [x for x in err.splitlines() if x.strip()][-1]
     assert last.startswith(f"apexrl: error: the driver lost the Ray cluster at --address 127.0.0.1:{port}")
     assert f"newest checkpoint {run}/checkpoints/ckpt-" in last and f"apexrl train --resume {run}" in last

@@ -67,16 +67,28 @@ def run_watched(argv: list[str], address: str) -> int:
             signal.signal(s, h)
     text = Path(marker).read_text() if Path(marker).exists() else ""
     Path(marker).unlink(missing_ok=True)
-    if "exit\n" in text:
+    if rc in (0, 2, 130) or ("exit\n" in text and not _cluster_gone(address)):
         return rc if rc >= 0 else 128 - rc
     run_dir = next((line.split("=", 1)[1] for line in text.splitlines() if line.startswith("run_dir=")), None)
     if rc < 0:
         why = f"the driver process was killed ({signal.Signals(-rc).name})"
     else:
-        why = (f"the driver lost the Ray cluster at --address {address} (Ray ended the process, exit status {rc}: "
-               "the node it was connected to went away)")
+        why = (f"the driver lost the Ray cluster at --address {address} (it no longer answers; the driver "
+               f"exited with status {rc})")
     print(f"apexrl: error: {why}{where_to_resume(run_dir)}", file=sys.stderr)
     return 128 - rc if rc < 0 else EXIT_LOST_CLUSTER
+
+
+def _cluster_gone(address: str) -> bool:
+    """The child may also end through Python when the cluster goes (an error from a dead role before Ray
+    ends the process): then too the one line to say is that the cluster is gone."""
+    from apexrl.runtime.cluster import ClusterError, check_cluster
+
+    try:
+        check_cluster(address)
+    except ClusterError:
+        return True
+    return False
 
 
 def where_to_resume(run_dir: str | None) -> str:
