@@ -145,7 +145,7 @@ def _train_config(args: argparse.Namespace) -> Any:
 def cmd_train(args: argparse.Namespace) -> int:
     from apexrl.runtime import driver_process
     from apexrl.runtime.cluster import check_cluster
-    from apexrl.runtime.driver import TrainingError, run_name, train
+    from apexrl.runtime.driver import TrainingError, default_run_dir, train
 
     cfg = _train_config(args)
     if args.run_dir is not None and args.resume is not None:
@@ -156,7 +156,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.address is not None and not driver_process.in_child():
         check_cluster(args.address)  # a wrong address or token: one line here, before a child exists
         return driver_process.run_watched(args.argv, args.address)
-    run_dir = args.run_dir if args.run_dir is not None or args.resume is not None else Path("runs") / run_name(cfg)
+    # Named here, before Ray starts, so that a watching parent can point at its checkpoints.
+    run_dir = args.run_dir if args.run_dir is not None or args.resume is not None else default_run_dir(cfg)
     driver_process.note_run_dir(Path(args.resume or run_dir))
     try:
         result = train(cfg, run_dir=run_dir, address=args.address, resume=args.resume,

@@ -149,7 +149,6 @@ class _TuneConsole(Console):
         super().__init__("off")
         self.best: float | None = None
         self.run_dir = run_dir
-        self.reported: Path | None = None
 
     def update(self, record: dict[str, Any]) -> None:
         from ray import tune
@@ -165,7 +164,7 @@ class _TuneConsole(Console):
         if score is None:
             return  # schedulers need a score in every result: nothing to report before the first episode
         rec["score"] = score
-        newest = self._new_checkpoint()
+        newest = self._newest_checkpoint()
         if newest is None:
             tune.report(rec)
             return
@@ -175,9 +174,8 @@ class _TuneConsole(Console):
         with tempfile.TemporaryDirectory() as tmp:
             shutil.copy2(newest, Path(tmp) / newest.name)
             tune.report(rec, checkpoint=tune.Checkpoint.from_directory(tmp))
-        self.reported = newest
 
-    def _new_checkpoint(self) -> Path | None:
+    def _newest_checkpoint(self) -> Path | None:
         """The run's newest checkpoint, with every report: a function trainable's "save" (what PBT asks
         for when it picks a trial to copy) is the checkpoint of its last report."""
         if self.run_dir is None:
@@ -194,10 +192,17 @@ def _own_index(params: dict[str, Any]) -> int:
     from ray import tune
 
     try:
-        name = Path(tune.get_context().get_trial_dir()).name
+        trial_dir = tune.get_context().get_trial_dir()
     except Exception:  # outside a Tune session
-        name = ""
-    return int(name[len("trial"):]) if re.fullmatch(r"trial\d+", name) else int(params["trial"])
+        trial_dir = None
+    return _index_of_dir(trial_dir, params["trial"])
+
+
+def _index_of_dir(trial_dir: str | None, fallback: int) -> int:
+    """The index in a trial directory's name (``trial<i>``, set by ``trial_dirname_creator``), else
+    ``fallback``."""
+    name = Path(trial_dir).name if trial_dir else ""
+    return int(name[len("trial"):]) if re.fullmatch(r"trial\d+", name) else int(fallback)
 
 
 def _param(key: str) -> str:
@@ -316,8 +321,7 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
         grid = tuner.fit()
         rows: dict[int, dict[str, Any]] = {}
         for r in grid:
-            name = Path(r.path).name if r.path else ""
-            i = int(name[len("trial"):]) if re.fullmatch(r"trial\d+", name) else r.config["trial"]
+            i = _index_of_dir(r.path, r.config["trial"])
             m = dict(r.metrics or {})
             t = trials[i]
             rows[i] = {"config": t.label, "seed": t.seed, "best_eval": m.get("best_eval_return"),

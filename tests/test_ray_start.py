@@ -42,9 +42,15 @@ def _home_with_token(tmp, token):
     return home
 
 
-def _train(address, home, run_dir, seconds=6, *extra):
+def _user_env(home):
+    """A user's shell: no Ray auth or address settings, HOME (and its ~/.ray/auth_token) as given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k != "RAY_ADDRESS"}
     env.update(HOME=str(home), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    return env
+
+
+def _train(address, home, run_dir, seconds=6, *extra):
+    env = _user_env(home)
     return subprocess.run([sys.executable, "-m", "apexrl", "train", "--address", address, "--run-dir", str(run_dir),
                            "--set", f"stop.max_time_s={seconds}", "--set", "logging.console=plain",
                            "--set", "evaluation.interval_s=0", *extra],
@@ -97,8 +103,7 @@ def test_nothing_listening_is_unreachable_not_authentication(tmp_path):
 
 
 def _popen_train(address, home, run_dir, *extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k != "RAY_ADDRESS"}
-    env.update(HOME=str(home), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    env = _user_env(home)
     return subprocess.Popen([sys.executable, "-m", "apexrl", "train", "--address", address, "--run-dir", str(run_dir),
                              "--set", "logging.console=plain", "--set", "logging.report_interval_s=1",
                              "--set", "checkpoint.every_reports=2", *extra],

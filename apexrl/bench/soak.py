@@ -61,7 +61,7 @@ def rss_by_role(driver: Any) -> dict[str, float]:
             continue
         role = _role(p)
         out[role] = out.get(role, 0.0) + mib
-        if role in ("learner",):
+        if role == "learner":
             out["learner_max"] = max(out.get("learner_max", 0.0), mib)
     return out
 

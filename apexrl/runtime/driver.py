@@ -75,6 +75,10 @@ def run_name(cfg: Config) -> str:
     return cfg.name or f"{env}__s{cfg.seed}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
+def default_run_dir(cfg: Config, runs_root: str | os.PathLike[str] = "runs") -> Path:
+    return Path(runs_root) / run_name(cfg)
+
+
 def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str | os.PathLike[str] | None = None,
           address: str | None = None, resume: str | os.PathLike[str] | None = None, dashboard: bool = False,
           console: Console | None = None, runs_root: str | os.PathLike[str] = "runs") -> TrainResult:
@@ -87,7 +91,7 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
         resume_path, resume_state = ckpt.load_latest(Path(resume))
         rdir = Path(resume)
     else:
-        rdir = Path(run_dir) if run_dir is not None else Path(runs_root) / run_name(cfg)
+        rdir = Path(run_dir) if run_dir is not None else default_run_dir(cfg, runs_root)
     console = console or Console(cfg.logging.console)
 
     host_cpus = max(os.cpu_count() or 1, 1)

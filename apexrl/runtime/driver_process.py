@@ -56,12 +56,7 @@ def run_watched(argv: list[str], address: str) -> int:
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        while True:
-            try:
-                rc = child.wait()
-                break
-            except KeyboardInterrupt:  # pragma: no cover - the handler above replaces it
-                continue
+        rc = child.wait()  # SIGINT is forwarded, not raised here: no KeyboardInterrupt to catch
     finally:
         for s, h in old.items():
             signal.signal(s, h)
