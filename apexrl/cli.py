@@ -102,6 +102,8 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", choices=["auto", "eval", "train"], default="auto",
                    help="which return to draw (auto: eval where the runs have it, else train)")
     p.add_argument("--each", action="store_true", help="one curve per run instead of mean and band per config")
+    p.add_argument("--stat", choices=["mean", "median"], default="mean",
+                   help="the line drawn for a config's seeds (the band is always min-max)")
     p.add_argument("--title", default=None)
 
 
@@ -280,7 +282,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     try:
         runs = plot.expand_runs(args.runs)
-        path = plot.plot_runs(runs, args.output, metric=args.metric, title=args.title, each=args.each)
+        path = plot.plot_runs(runs, args.output, metric=args.metric, title=args.title, each=args.each,
+                               stat=args.stat)
         lines = plot.summary(runs)
     except plot.PlotError as e:
         raise UserError(str(e)) from None

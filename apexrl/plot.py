@@ -1,8 +1,8 @@
 """``apexrl plot``: learning curves from runs' ``metrics.jsonl`` as one PNG.
 
 Two panels: return against env steps and against wall time. Runs whose ``config.yaml`` is the same once
-``seed`` and ``name`` are dropped form a group (the seeds of one setting): the group's mean is drawn as a
-line over a min-max band. Curves are resampled onto a common x grid that ends where the shortest run of
+``seed`` and ``name`` are dropped form a group (the seeds of one setting): the group's mean (or median,
+``--stat median``) is drawn as a line over a min-max band. Curves are resampled onto a common x grid that ends where the shortest run of
 the group ends, so every point of the mean averages all seeds.
 """
 
@@ -118,8 +118,9 @@ def group_curves(curves: Sequence[Curve], each: bool = False) -> list[tuple[str,
     return out
 
 
-def band(members: Sequence[Curve], x_of: str, points: int = 200) -> tuple[np.ndarray, ...]:
-    """(x, mean, min, max) of the group's return on a common grid up to the shortest run's end."""
+def band(members: Sequence[Curve], x_of: str, points: int = 200, stat: str = "mean") -> tuple[np.ndarray, ...]:
+    """(x, center, min, max) of the group's return on a common grid up to the shortest run's end;
+    ``stat`` picks the center: mean, or median (what seed comparisons report: one bad seed moves it less)."""
     xs, ys = [], []
     for c in members:
         x = getattr(c, x_of)
@@ -134,12 +135,14 @@ def band(members: Sequence[Curve], x_of: str, points: int = 200) -> tuple[np.nda
     lo, hi = max(x[0] for x in xs), min(x[-1] for x in xs)
     grid = np.linspace(lo, hi, points) if hi > lo else np.array([hi])
     stack = np.stack([np.interp(grid, x, y) for x, y in zip(xs, ys)])
-    return grid, stack.mean(0), stack.min(0), stack.max(0)
+    center = np.median(stack, 0) if stat == "median" else stack.mean(0)
+    return grid, center, stack.min(0), stack.max(0)
 
 
 def plot_runs(runs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], metric: str = "auto",
-              title: str | None = None, each: bool = False) -> Path:
-    """Write the PNG and return its path. ``metric``: eval | train | auto (eval where any run has it)."""
+              title: str | None = None, each: bool = False, stat: str = "mean") -> Path:
+    """Write the PNG and return its path. ``metric``: eval | train | auto (eval where any run has it);
+    ``stat``: mean | median over a group's seeds."""
     try:
         import matplotlib
     except ImportError:
@@ -151,6 +154,8 @@ def plot_runs(runs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str
         raise PlotError("give at least one run dir")
     if metric not in ("auto", "eval", "train"):
         raise PlotError(f"--metric {metric!r}: allowed: auto, eval, train")
+    if stat not in ("mean", "median"):
+        raise PlotError(f"--stat {stat!r}: allowed: mean, median")
     if metric == "auto":
         has_eval = any(np.isfinite(load_curve(r, "eval").ret).any() for r in runs)
         metric = "eval" if has_eval else "train"
@@ -161,21 +166,21 @@ def plot_runs(runs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
     for (label, members), color in zip(group_curves(curves, each), _colors(len(curves))):
         for ax, x_of in zip(axes, ("env_steps", "time_s")):
-            x, mean, lo, hi = band(members, x_of)
+            x, center, lo, hi = band(members, x_of, stat=stat)
             if not len(x):
                 continue
             # markers: a short run may have only one or two evaluations, which a bare line would not show
-            ax.plot(x, mean, color=color, label=label, lw=1.6, marker="o" if len(x) <= 40 else None, ms=3)
+            ax.plot(x, center, color=color, label=label, lw=1.6, marker="o" if len(x) <= 40 else None, ms=3)
             if len(members) > 1:
                 ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
     axes[0].set_xlabel("env steps")
     axes[1].set_xlabel("wall time (s)")
     for ax in axes:
-        ax.set_ylabel(f"{metric} return (mean)")
+        ax.set_ylabel(f"{metric} return (mean of its episodes)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, loc="best")
     fig.suptitle(title or (f"{metric} return of each run" if each else
-                           f"{metric} return: mean over seeds, band = min-max"))
+                           f"{metric} return: {stat} over seeds, band = min-max"))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -69,6 +69,18 @@ def test_band_is_mean_and_min_max_over_seeds(runs):
     np.testing.assert_allclose(hi, 3 * i)
 
 
+def test_band_median_is_the_middle_seed_where_the_mean_follows_an_outlier(tmp_path):
+    members = [plot.load_curve(fake_run(tmp_path, f"s{k}", 1e-3, k, slope), "train")
+               for k, slope in enumerate([1.0, 2.0, 6.0])]
+    x, med, lo, hi = plot.band(members, "env_steps", points=5, stat="median")
+    _, mean, _, _ = plot.band(members, "env_steps", points=5)
+    i = x / 1000
+    np.testing.assert_allclose(med, 2 * i)
+    np.testing.assert_allclose(mean, 3 * i)
+    np.testing.assert_allclose(lo, i)
+    np.testing.assert_allclose(hi, 6 * i)
+
+
 def test_band_ends_with_the_shortest_run(tmp_path):
     a = plot.load_curve(fake_run(tmp_path, "a", 1e-3, 0, 1.0, n=20), "train")
     b = plot.load_curve(fake_run(tmp_path, "b", 1e-3, 1, 1.0, n=10), "train")
