@@ -1,0 +1,63 @@
+"""The MinAtar table of docs/benchmarks.md from the run dirs ``benchmarks/minatar.sh`` writes.
+
+    python benchmarks/minatar_table.py bench-results/minatar-<stamp>
+
+Per game, over its seeds: median [min-max] of the greedy evaluation at 5 minutes, the best and the last
+evaluation, and the time of the first evaluation >= 10; random play from ``<game>-random.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def evals(run: Path) -> tuple[list[tuple[float, int, float]], dict]:
+    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    ev = [(r["time_s"], r["env_steps"], r["eval_return_mean"]) for r in recs if r.get("eval_return_mean") is not None]
+    return ev, recs[-1]
+
+
+def spread(values: list[float | None], fmt: str = ".1f", unit: str = "") -> str:
+    got = [v for v in values if v is not None]
+    if not got:
+        return "—"
+    med = format(statistics.median(got), fmt) + unit
+    miss = f", {len(values) - len(got)} of {len(values)} not reached" if len(got) < len(values) else ""
+    if len(got) == 1:
+        return med + miss
+    return f"{med} [{format(min(got), fmt)}–{format(max(got), fmt)}]{miss}"
+
+
+def main(out: Path) -> None:
+    runs: dict[str, list[Path]] = {}
+    for run in sorted(p for p in out.iterdir() if (p / "metrics.jsonl").is_file()):
+        game = yaml.safe_load((run / "config.yaml").read_text())["env"]["id"].split("/")[-1].removesuffix("-v1")
+        runs.setdefault(game, []).append(run)
+    print("| game | seeds | budget, env steps | eval at 5 min | best eval | last eval | first eval ≥ 10 | random play |")
+    print("|---|---|---|---|---|---|---|---|")
+    for game, members in runs.items():
+        at5, best, last, first10, steps, budget = [], [], [], [], [], []
+        for run in members:
+            ev, end = evals(run)
+            before = [e for t, _, e in ev if t <= 310]
+            at5.append(before[-1] if before else None)
+            best.append(max(e for _, _, e in ev))
+            last.append(ev[-1][2])
+            first10.append(next((t for t, _, e in ev if e >= 10), None))
+            steps.append(end["env_steps"])
+            budget.append(end["time_s"])
+        rnd = out / f"{game.lower()}-random.txt"
+        m = re.search(r"return mean ([-\d.]+)", rnd.read_text()) if rnd.is_file() else None
+        seeds = ", ".join(str(yaml.safe_load((r / "config.yaml").read_text())["seed"]) for r in members)
+        print(f"| {game} | {seeds} | {min(budget):.0f} s, {spread(steps, ',.0f')} | {spread(at5)} | {spread(best)} | "
+              f"{spread(last)} | {spread(first10, '.0f', ' s')} | {m.group(1) if m else '—'} |")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
