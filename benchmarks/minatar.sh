@@ -28,4 +28,4 @@ for game in $GAMES; do
 done
 { echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) date $(date -Is) host $(hostname) cores $(nproc)"
   echo "command: GAMES=\"$GAMES\" SEEDS=\"$SEEDS\" bash benchmarks/minatar.sh"
-  python3 "$(dirname "$0")/minatar_table.py" "$OUT"; } | tee "$OUT/table.md"
+  python3 "$(dirname "$0")/minatar_table.py" "$OUT" --png "$OUT/curves.png"; } | tee "$OUT/table.md"
