@@ -272,5 +272,14 @@ def test_pbt_moves_a_weak_trial_onto_a_strong_ones_checkpoint_and_settings(tmp_p
     rows = {r["config"]: r for r in json.loads((out / "results.json").read_text())}
     weak = rows["learner.lr=1e-07"]
     assert weak["error"] is None
+    # PBT's log of each exploit: [target, source, ..., source's config, the target's new config]
+    moves = [json.loads(line) for line in (out / "_tune" / "pbt_global.txt").read_text().splitlines()]
+    onto_strong = [m for m in moves if m[0].startswith("1_") and m[1].startswith("0_")]
+    assert onto_strong, f"PBT never moved the weak trial: {moves}"
+    # The new lr is the strong one's perturbed over the grid: 2e-3 or, one step along it, 1e-7 again;
+    # whichever PBT chose is what the weak trial's run then trained with.
     final_lr = yaml.safe_load((Path(weak["run_dir"]) / "config.yaml").read_text())["learner"]["lr"]
-    assert final_lr != pytest.approx(1e-7), "PBT replaced the weak trial's learning rate"
+    assert final_lr == pytest.approx(onto_strong[-1][-1]["grid:learner.lr"])
+    # ...on the strong trial's weights: at lr 1e-7 from scratch a greedy CartPole policy stays near 10.
+    assert weak["best_eval"] > 50
+    assert weak["time_s"] > 48, "resumed from a checkpoint that had already run part of the budget"
