@@ -2,8 +2,8 @@
 
 Two panels: return against env steps and against wall time. Runs whose ``config.yaml`` is the same once
 ``seed`` and ``name`` are dropped form a group (the seeds of one setting): the group's mean (or median,
-``--stat median``) is drawn as a line over a min-max band. Curves are resampled onto a common x grid that ends where the shortest run of
-the group ends, so every point of the mean averages all seeds.
+``--stat median``) is drawn as a line over a min-max band. Curves are resampled onto a common x grid that
+ends where the shortest run of the group ends, so every point of the line takes all seeds.
 """
 
 from __future__ import annotations

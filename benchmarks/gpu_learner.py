@@ -2,18 +2,15 @@
 and on a CUDA device, in one process on one fixed random batch: what a GPU learner does to Ape-X's
 bottleneck on Pong (docs/atari.md). Needs torch, gymnasium and apexrl; no Ray, no emulator.
 
-    python benchmarks/gpu_learner.py --seconds 20 --out gpu-learner.json
+    python benchmarks/gpu_learner.py --seconds 20      # JSON to bench-results/gpu-learner-<stamp>.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 import gymnasium as gym
@@ -23,6 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from apexrl.agents import get_builder  # noqa: E402
+from apexrl.bench._results import write_result  # noqa: E402
 from apexrl.config import load  # noqa: E402
 
 
@@ -54,20 +52,13 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--out", default=None)
     a = p.parse_args()
-    out = {"date": datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
-           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True).stdout.strip() or "unknown",
-           "command": " ".join(sys.argv), "torch": torch.__version__, "batch": a.batch,
-           "cpu_1_thread": rate("cpu", a.cpu_seconds, a.batch, 1)}
+    out = {"torch": torch.__version__, "batch": a.batch, "cpu_1_thread": rate("cpu", a.cpu_seconds, a.batch, 1)}
     if torch.cuda.is_available():
         out["gpu"] = torch.cuda.get_device_name(0)
         out["cuda"] = rate("cuda", a.seconds, a.batch, 1)
         out["ratio_cuda_to_cpu"] = out["cuda"]["updates_per_s"] / out["cpu_1_thread"]["updates_per_s"]
-    text = json.dumps(out, indent=1)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text)
-
+    print(json.dumps(out, indent=1))
+    write_result("gpu-learner", out, a.out)
 
 if __name__ == "__main__":
     main()

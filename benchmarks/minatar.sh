@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The MinAtar preset on each game and seed in turn (one run at a time: a run uses every core of a small
-# host), then random play on each game, one curve PNG per game (median over seeds, min-max band) and the
-# markdown table of docs/benchmarks.md. Budgets are per game, in seconds:
+# host), then random play on each game, and the markdown table and figure (curves.png: a column per game,
+# median over seeds, min-max band) of docs/benchmarks.md. Budgets are per game, in seconds:
 #   pip install -e ".[minatar]"
 #   bash benchmarks/minatar.sh                                   # all five games, seeds 0-2 (~2 h)
 #   GAMES="Seaquest Asterix" SEEDS="0" bash benchmarks/minatar.sh
@@ -23,9 +23,7 @@ for game in $GAMES; do
   done
   first=$(ls -d "$OUT/${game,,}"-s* | grep -v '\.log$' | head -1)
   [ -f "$OUT/${game,,}-random.txt" ] || $APEXRL eval "$first" --episodes 20 --epsilon 1 > "$OUT/${game,,}-random.txt"
-  $APEXRL plot $(ls -d "$OUT/${game,,}"-s* | grep -v '\.log$') --stat median --title "MinAtar $game" \
-    -o "$OUT/${game,,}.png"
 done
-{ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) date $(date -Is) host $(hostname) cores $(nproc)"
+{ echo "commit $(git describe --always --dirty 2>/dev/null || echo unknown) date $(date -Is) host $(hostname) cores $(nproc)"
   echo "command: GAMES=\"$GAMES\" SEEDS=\"$SEEDS\" bash benchmarks/minatar.sh"
   python3 "$(dirname "$0")/minatar_table.py" "$OUT" --png "$OUT/curves.png"; } | tee "$OUT/table.md"

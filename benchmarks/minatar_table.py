@@ -8,7 +8,6 @@ evaluation, and the time of the first evaluation >= 10; random play from ``<game
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import sys
@@ -18,7 +17,9 @@ import yaml
 
 
 def evals(run: Path) -> tuple[list[tuple[float, int, float]], dict]:
-    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    from apexrl.plot import read_records
+
+    recs = read_records(run / "metrics.jsonl")
     ev = [(r["time_s"], r["env_steps"], r["eval_return_mean"]) for r in recs if r.get("eval_return_mean") is not None]
     return ev, recs[-1]
 
@@ -69,9 +70,11 @@ def figure(runs: dict[str, list[Path]], random: dict[str, float], png: Path) -> 
 
 def main(out: Path, png: Path | None = None) -> None:
     runs: dict[str, list[Path]] = {}
+    seed: dict[Path, int] = {}
     for run in sorted(p for p in out.iterdir() if (p / "metrics.jsonl").is_file()):
-        game = yaml.safe_load((run / "config.yaml").read_text())["env"]["id"].split("/")[-1].removesuffix("-v1")
-        runs.setdefault(game, []).append(run)
+        cfg = yaml.safe_load((run / "config.yaml").read_text())
+        runs.setdefault(cfg["env"]["id"].split("/")[-1].removesuffix("-v1"), []).append(run)
+        seed[run] = cfg["seed"]
     random: dict[str, float] = {}
     print("| game | seeds | budget, env steps | eval at 5 min | best eval | last eval | first eval ≥ 10 | random play |")
     print("|---|---|---|---|---|---|---|---|")
@@ -90,11 +93,9 @@ def main(out: Path, png: Path | None = None) -> None:
         m = re.search(r"return mean ([-\d.]+)", rnd.read_text()) if rnd.is_file() else None
         if m:
             random[game] = float(m.group(1))
-        seeds = ", ".join(str(yaml.safe_load((r / "config.yaml").read_text())["seed"]) for r in members)
+        seeds = ", ".join(str(seed[r]) for r in members)
         print(f"| {game} | {seeds} | {min(budget):.0f} s, {spread(steps, ',.0f')} | {spread(at5)} | {spread(best)} | "
               f"{spread(last)} | {spread(first10, '.0f', ' s')} | {m.group(1) if m else '—'} |")
-
-
     if png is not None:
         figure(runs, random, png)
 

@@ -15,7 +15,7 @@ $APEXRL train --config atari --run-dir "$RUN" --console plain \
   --set learner.device=cuda --set learner.num_gpus=1 --set actors.num_actors="$ACTORS" \
   --set stop.max_time_s=$(( MINUTES * 60 )) --set evaluation.interval_s=60 2>&1 | tee "$RUN.log"
 $APEXRL plot "$RUN" -o "$RUN.png"
-{ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) date $(date -Is) host $(hostname)";
+{ echo "commit $(git describe --always --dirty 2>/dev/null || echo unknown) date $(date -Is) host $(hostname)";
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true;
   echo "command: MINUTES=$MINUTES ACTORS=$ACTORS bash benchmarks/pong_gpu.sh";
   grep '^done:' "$RUN.log"; } > "$RUN.txt"
