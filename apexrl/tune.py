@@ -285,7 +285,7 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
         raise TuneError(f"Ray Tune is not installed ({e}); pip install 'ray[tune]'") from None
     import ray
 
-    from apexrl.runtime.cluster import init_ray
+    from apexrl.runtime.cluster import init_ray, shutdown_ray
 
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")  # trials write to absolute run dirs anyway
     grid = grid or {}
@@ -331,7 +331,7 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
                        "error": None if r.error is None else str(r.error).strip().splitlines()[-1][:200]}
     finally:
         if started:
-            ray.shutdown()
+            shutdown_ray()
     result = [rows[t.index] for t in trials if t.index in rows]
     (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
     return result

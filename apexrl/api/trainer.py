@@ -35,7 +35,7 @@ from apexrl import checkpoint as ckpt
 from apexrl.config import Config, ConfigError, from_dict, load, to_dict
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, logical_cpus
-from apexrl.runtime.cluster import init_ray
+from apexrl.runtime.cluster import init_ray, shutdown_ray
 from apexrl.runtime.driver import Loop, build_topology, run_name
 from apexrl.runtime.topology import Topology
 
@@ -204,7 +204,7 @@ class ApexTrainer(tune.Trainable):
         if self.topology is not None:
             self.topology.kill()
         if self._started_ray:
-            ray.shutdown()
+            shutdown_ray()
 
 
 def _evaluator(trainer: ApexTrainer) -> Any:

@@ -52,7 +52,7 @@ def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
 
     from apexrl.envs import is_atari
     from apexrl.runtime.assembly import assemble
-    from apexrl.runtime.cluster import init_ray
+    from apexrl.runtime.cluster import init_ray, shutdown_ray
     from apexrl.runtime.driver import first_actor_chunk, next_actor_chunk
     from apexrl.runtime.transport import ParameterServer
     from apexrl.runtime.workers import ActorWorker, ReplayShardWorker
@@ -94,7 +94,7 @@ def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
                 turns[n].append({"seconds": dt, "steps_per_s_per_actor": (steps / dt).tolist(),
                                  "inserted_per_s": (stats1["inserted"] - stats0["inserted"]) / dt})
     finally:
-        ray.shutdown()
+        shutdown_ray()
     skip = cfg.env.frame_skip if is_atari(cfg.env) else 1
     out = []
     for n in counts:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from apexrl.bench._results import write_result
+from apexrl.runtime.cluster import shutdown_ray
 
 
 def _cartpole_batch(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -39,10 +40,9 @@ def _cartpole_batch(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def _ray_up(num_cpus: int = 2) -> None:
-    import ray
+    from apexrl.runtime.cluster import init_ray
 
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING")
+    init_ray(None, num_cpus=num_cpus)
 
 
 def bench_learner(seconds: float, ks: list[int], batch: int) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def bench_learner(seconds: float, ks: list[int], batch: int) -> dict[str, Any]:
             for h in (lw, shard, ps):
                 ray.kill(h)
     finally:
-        ray.shutdown()
+        shutdown_ray()
     return out
 
 
@@ -113,7 +113,7 @@ def bench_calls(reps: int = 300) -> dict[str, Any]:
         for key, v in out.items():
             print(f"{key}: {v:.3f}")
     finally:
-        ray.shutdown()
+        shutdown_ray()
     return out
 
 

@@ -83,15 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--prefetch", type=int, default=8)
     args = ap.parse_args(argv)
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    import ray
+    from apexrl.runtime.cluster import init_ray, shutdown_ray
 
     counts = [int(x) for x in args.shards.split(",")]
-    ray.init(address="local", num_cpus=max(2, max(counts) + 1), include_dashboard=False, logging_level="WARNING")
+    init_ray(None, num_cpus=max(2, max(counts) + 1))
     try:
         rows = [run(s, args.capacity, args.batch, args.seconds, args.prefetch) for s in counts]
     finally:
-        ray.shutdown()
+        shutdown_ray()
     base = rows[0]["samples_per_s"]
     print(f"sharded replay through Ray, CartPole-like, capacity {args.capacity:,}, batch {args.batch}, "
           f"prefetch {args.prefetch}, {os.cpu_count()} CPUs")

@@ -15,6 +15,8 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
+from apexrl.runtime import private_ray
+
 log = logging.getLogger(__name__)
 
 
@@ -28,12 +30,8 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
         return False
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address is None:
-        # Loopback only, dashboard off unless asked: an exposed Ray dashboard/jobs API runs anyone's code.
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        # Ray turns token auth on for a private Ray too when a token exists, and warns on every start.
-        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
-                 _node_ip_address="127.0.0.1", **kwargs)
+        # Loopback only, this run's token, dashboard off unless asked: anyone who reaches a Ray runs code as us.
+        private_ray.start(num_cpus, dashboard, **kwargs)
         return True
     check_cluster(address)
     try:
@@ -43,6 +41,11 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
         raise ClusterError(f"cannot reach a Ray cluster at --address {address} ({first}); start one with "
                            "'ray start --head --port=6379' and pass --address auto or HOST:6379") from None
     return True
+
+
+def shutdown_ray() -> None:
+    """End the Ray this process started (private or joined) and undo what a private one set."""
+    private_ray.stop()
 
 
 def check_cluster(address: str) -> None:

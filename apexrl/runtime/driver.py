@@ -29,7 +29,14 @@ from apexrl.config import Config, dump_yaml
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
 from apexrl.runtime.checkpointing import Checkpointer
-from apexrl.runtime.cluster import ClusterError, cause, init_ray, ship_by_value, sigterm_as_interrupt
+from apexrl.runtime.cluster import (
+    ClusterError,
+    cause,
+    init_ray,
+    ship_by_value,
+    shutdown_ray,
+    sigterm_as_interrupt,
+)
 from apexrl.runtime.progress import Progress
 from apexrl.runtime.reporting import Reporter, Window
 from apexrl.runtime.scheduling import StartWatch
@@ -107,7 +114,7 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
         if topology is not None:
             topology.kill()
         if started_ray:
-            ray.shutdown()
+            shutdown_ray()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
 
