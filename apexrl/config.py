@@ -38,6 +38,9 @@ class EnvConfig:
     terminal_on_life_loss: bool = True  # training only (Atari)
     clip_rewards: bool = True  # training only (Atari): sign(r)
     max_episode_frames: int = 108_000  # emulator frames, 30 minutes (Atari)
+    vector: str = "auto"  # how actors step their envs: gymnasium (Python wrappers, any env) | ale (ale-py's C++
+    #                       AtariVectorEnv: same protocol, ~2x the env steps per core) | auto (ale where it applies)
+    vector_threads: int = 1  # C++ threads per actor for the ale path; 1 leaves other cores to other roles
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,12 @@ class ActorsConfig:
     max_inflight_sends: int = 8  # unacknowledged sends before the actor waits for replay
     num_cpus: float = 1.0  # Ray CPUs per actor
     placement: str = "pack"  # pack | spread: Ray scheduling of actors and shards over nodes
+    device: str = "cpu"  # cpu | cuda | cuda:N | auto: where actors run their forward passes (DQN); on a GPU
+    #                      machine, cuda leaves the actors' cores to the emulators
+    num_gpus: float = 0.0  # Ray GPUs per actor; a fraction lets many actors share the learner's GPU
+    precision: str = "float32"  # float32 | bfloat16 | auto: the actors' forward passes (DQN); bfloat16 is ~1.3x
+    #                             faster for a conv net on CPUs with AVX512-BF16 or AMX, Q-values (so priorities)
+    #                             good to ~1%; auto = bfloat16 where the actor's CPU has it natively, else float32
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 _CHOICES: dict[str, tuple[str, ...]] = {
     "agent": tuple(BUILDERS),
     "network.kind": ("auto", "mlp", "nature_cnn", "minatar"),
+    "env.vector": ("auto", "gymnasium", "ale"),
     "actors.epsilon_per": ("env", "actor"),
     "actors.placement": ("pack", "spread"),
+    "actors.precision": ("float32", "bfloat16", "auto"),
     "learner.optimizer": ("adam", "rmsprop"),
     "learner.loss": ("huber", "mse"),
     "logging.console": ("auto", "live", "plain", "off"),
@@ -46,6 +48,7 @@ def validate(cfg: Config) -> Config:
     _check(e.noop_max >= 0, "env.noop_max", e.noop_max, "an integer >= 0")
     _check(e.frame_skip >= 1, "env.frame_skip", e.frame_skip, "an integer >= 1")
     _check(e.screen_size >= 8, "env.screen_size", e.screen_size, "an integer >= 8")
+    _check(e.vector_threads >= 1, "env.vector_threads", e.vector_threads, "an integer >= 1")
     _check(all(h >= 1 for h in cfg.network.torso), "network.torso", list(cfg.network.torso),
            "a list of positive integers (layer widths)")
     _check(cfg.network.head >= 1, "network.head", cfg.network.head, "an integer >= 1")
@@ -58,6 +61,11 @@ def validate(cfg: Config) -> Config:
     _check(a.weight_sync_period >= 1, "actors.weight_sync_period", a.weight_sync_period, "an integer >= 1")
     _check(a.max_inflight_sends >= 1, "actors.max_inflight_sends", a.max_inflight_sends, "an integer >= 1")
     _check(a.num_cpus >= 0, "actors.num_cpus", a.num_cpus, "a number >= 0")
+    _check(a.device in ("auto", "cpu") or a.device.startswith("cuda"), "actors.device", a.device,
+           "cpu, cuda, cuda:N or auto")
+    _check(a.device == "cpu" or cfg.agent == "dqn", "actors.device", a.device,
+           "cpu with agent dpg (only DQN actors run their network on a GPU)")
+    _check(a.num_gpus >= 0, "actors.num_gpus", a.num_gpus, "a number >= 0 (Ray GPUs per actor, may be a fraction)")
     _check(r.capacity >= 1, "replay.capacity", r.capacity, "an integer >= 1")
     _check(0.0 <= r.alpha <= 1.0, "replay.alpha", r.alpha, "a number in [0, 1]")
     _check(0.0 <= r.beta <= 1.0, "replay.beta", r.beta, "a number in [0, 1]")

@@ -152,11 +152,12 @@ def _factory() -> Any:
     return make
 
 
-def test_actor_frame_path_round_trips_through_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("vector", ["gymnasium", "ale"])
+def test_actor_frame_path_round_trips_through_replay(vector: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two actors with the same seed and weights act identically; one sends pixel stacks (array path),
     the other de-duplicated frames. Replay must give back exactly the stacks the env produced, and the
-    cached-Q priorities must equal the ones computed from those stacks."""
-    cfg = _tiny_cfg()
+    cached-Q priorities must equal the ones computed from those stacks. Both env paths (``env.vector``)."""
+    cfg = _tiny_cfg(**{"env.vector": vector})
     assert frame_stacked(cfg.env)
     frame_sink = _ReplaySink(FramePrioritizedReplay(4096, seed=0))
     framed = assemble(cfg, num_actors=2, model_factory=_factory()).make_actor(0, frame_sink)

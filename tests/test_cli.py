@@ -36,6 +36,11 @@ def run_cli(args, capsys):
     (["train", "--resume", "runs/missing"], "not a run dir"),
     (["eval", "missing.pt"], "does not exist"),
     (["train", "--address", "127.0.0.1:1"], "cannot reach a Ray cluster"),
+    (["train", "--set", "env.vector=cpp"], "env.vector"),
+    (["train", "--set", "env.vector=ale"], "cannot step 'CartPole-v1': it is not an Atari env"),
+    (["train", "--set", "actors.precision=fp16"], "actors.precision"),
+    (["train", "--config", "pendulum", "--set", "actors.device=cuda"], "actors.device"),
+    (["train", "--set", "actors.num_gpus=0.5", "--set", "actors.num_actors=1"], "actors.num_gpus"),
 ])
 def test_bad_input_is_one_line_exit_2_and_no_run_dir(args, fragment, capsys, in_tmp):
     code, err = run_cli(args, capsys)

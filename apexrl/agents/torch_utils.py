@@ -12,12 +12,12 @@ import torch
 log = logging.getLogger("apexrl.agents")
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, role: str = "learner") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"learner.device={name} but CUDA is not available on the learner's node "
-                           "(set learner.device=cpu, or learner.num_gpus=1 to place the learner on a GPU node)")
+        raise RuntimeError(f"{role}.device={name} but CUDA is not available on the {role}'s node "
+                           f"(set {role}.device=cpu, or {role}.num_gpus > 0 to place it on a GPU node)")
     return torch.device(name)
 
 

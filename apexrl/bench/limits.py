@@ -4,7 +4,9 @@ what each could do alone on one core.
     apexrl bench limits --envs CartPole-v1,MinAtar/Breakout-v1,ALE/Pong-v5 --seconds 10
 
 Per env (its preset: cartpole, minatar or atari, with the overrides given):
-  env ceiling       one env, random actions, one process: env steps/s (the most an actor core could do)
+  env ceiling       one env, random actions, one process: env steps/s (the most an actor core could do);
+                    for Atari the gymnasium env (Python wrappers), and beside it ale-py's C++ vector env
+                    with one env on one thread ("ale ceiling"), the path actors use with env.vector=ale
   actor alone       the actor's loop in-process (``System.make_actor``: the preset's envs per actor, acting
                     with its network, n-step, priorities, send batching) into a sink that drops the data
   actor in a run    env steps/s of one actor in a real ``train()`` run (1 actor, 1 learner, 1 shard)
@@ -73,6 +75,29 @@ class _DropSink:
 
     def flush(self) -> None:
         pass
+
+
+def ale_ceiling(cfg: Any, seconds: float, repeats: int) -> float | None:
+    from apexrl.envs.factory import uses_ale_vector
+
+    if not uses_ale_vector(cfg.env):
+        return None
+    from apexrl.envs.atari_vector import make_ale_vector
+
+    env = make_ale_vector(cfg.env, 1, threads=1)
+    env.reset(seed=np.zeros(1, dtype=np.int64))
+    rng = np.random.default_rng(0)
+    n_actions = int(env.single_action_space.n)
+
+    def block() -> int:
+        for a in rng.integers(n_actions, size=100):
+            env.step(np.array([a]))
+        return 100
+
+    try:
+        return _rate(block, seconds, repeats)
+    finally:
+        env.close()
 
 
 def actor_alone(cfg: Any, seconds: float, repeats: int) -> float:
@@ -153,20 +178,23 @@ def main(argv: list[str] | None = None) -> int:
         row: dict[str, Any] = {"env": env_id, "envs_per_actor": cfg.actors.envs_per_actor,
                                "batch_size": cfg.learner.batch_size}
         row["env_ceiling"] = env_ceiling(cfg, a.seconds, a.repeats)
+        row["ale_ceiling"] = ale_ceiling(cfg, a.seconds, a.repeats)
         row["actor_alone"] = actor_alone(cfg, a.seconds, a.repeats)
         row["learner_alone"] = learner_alone(cfg, a.seconds, a.repeats)
         row["actor_in_run"], row["learner_in_run"] = in_a_run(cfg, a.run_seconds)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    hdr = (f"{'env':22} {'env ceiling':>12} {'actor alone':>12} {'in a run':>10} {'tax':>6}   "
-           f"{'learner alone':>13} {'in a run':>9} {'tax':>6}")
+    hdr = (f"{'env':22} {'env ceiling':>12} {'ale ceiling':>12} {'actor alone':>12} {'in a run':>10} {'tax':>6} "
+           f"{'run/ceiling':>12}   {'learner alone':>13} {'in a run':>9} {'tax':>6}")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
-        print(f"{r['env']:22} {r['env_ceiling']:12,.0f} {r['actor_alone']:12,.0f} {r['actor_in_run']:10,.0f} "
-              f"{r['actor_in_run'] / r['actor_alone']:6.2f}   {r['learner_alone']:13,.1f} {r['learner_in_run']:9,.1f} "
-              f"{r['learner_in_run'] / r['learner_alone']:6.2f}")
-    print("env steps/s (actor: all its envs together, 1 process); learner updates/s (1 thread); tax = run / alone")
+        ale = "-" if r["ale_ceiling"] is None else f"{r['ale_ceiling']:,.0f}"
+        print(f"{r['env']:22} {r['env_ceiling']:12,.0f} {ale:>12} {r['actor_alone']:12,.0f} {r['actor_in_run']:10,.0f} "
+              f"{r['actor_in_run'] / r['actor_alone']:6.2f} {r['actor_in_run'] / r['env_ceiling']:12.2f}   "
+              f"{r['learner_alone']:13,.1f} {r['learner_in_run']:9,.1f} {r['learner_in_run'] / r['learner_alone']:6.2f}")
+    print("env steps/s (actor: all its envs together, 1 process); learner updates/s (1 thread); tax = run / alone; "
+          "run/ceiling = actor in a run / env ceiling")
     write_result("limits", {"seconds": a.seconds, "repeats": a.repeats, "run_seconds": a.run_seconds,
                             "overrides": a.set, "host": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()},
                             "rows": rows}, a.out)

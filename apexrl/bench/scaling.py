@@ -1,16 +1,17 @@
 """Throughput of the Ape-X topology on this host: learner round trips, and actors 1, 2, 4, 8.
 
     apexrl bench scaling learner [--seconds 8] [--k 1,2,4,8]
-    apexrl bench scaling actors  [--actors 1,2,4,8] [--total-envs 16] [--seconds 40]
+    apexrl bench scaling actors  [--actors 1,2,4,8] [--total-envs 16] [--seconds 40] [--config atari-gpu]
     apexrl bench scaling calls   (per-call Ray costs used by the model in docs/scaling.md)
 
 ``learner``: one shard prefilled with 20k CartPole-shaped transitions, no actors, no rate limit; the learner
 runs with k batches per shard round trip. Reports updates/s and updates per learner CPU second (the
 second survives a busy host: on 2 shared cores wall rates move with the neighbours' load).
 
-``actors``: the real ``train`` with N actors x (total_envs / N) envs, free-running (samples_per_insert
-null), evaluation off; rates are averaged over the reports after replay is warm (learner updating):
-env steps/s, inserts/s (one n-step transition per env step), updates/s, learner idle fraction.
+``actors``: the real ``train`` with N actors x (total_envs / N) envs (``--total-envs 0``: the preset's envs
+per actor, so the system grows with N), free-running (samples_per_insert null), evaluation off; rates are averaged over the reports after replay is warm (learner updating):
+env steps/s, inserts/s (one n-step transition per env step), updates/s, learner idle fraction; where fewer
+than two reports came after learning started, env steps/s is taken over the reports with env steps flowing.
 
 Results go to bench-results/scaling-<mode>-<date>.json. See docs/scaling.md for the model built on them.
 """
@@ -117,22 +118,24 @@ def bench_calls(reps: int = 300) -> dict[str, Any]:
     return out
 
 
-def bench_actors(actors: list[int], total_envs: int, seconds: float, extra: list[str]) -> dict[str, Any]:
+def bench_actors(actors: list[int], total_envs: int, seconds: float, extra: list[str],
+                 config: str = "cartpole") -> dict[str, Any]:
     from apexrl.config import load
     from apexrl.runtime.driver import train
 
-    out: dict[str, Any] = {"total_envs": total_envs, "seconds": seconds, "runs": []}
+    out: dict[str, Any] = {"config": config, "total_envs": total_envs, "seconds": seconds, "runs": []}
     for n in actors:
-        envs = max(1, total_envs // n)
+        envs = max(1, total_envs // n) if total_envs else load(config, extra).actors.envs_per_actor
         run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"apexrl-scaling-{os.getpid()}-{n}"
-        cfg = load("cartpole", [f"actors.num_actors={n}", f"actors.envs_per_actor={envs}",
+        cfg = load(config, [f"actors.num_actors={n}", f"actors.envs_per_actor={envs}",
                                 "replay.samples_per_insert=null", "evaluation.interval_s=0",
                                 f"stop.max_time_s={seconds}", "logging.console=plain", "logging.tensorboard=false",
                                 "checkpoint.every_reports=0", *extra])
         train(cfg, run_dir=run_dir)
         rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
         warm = [r for r in rows if r.get("learner_updates", 0) > 0 and r.get("updates_per_s", 0) > 0][1:]
-        warm = warm or rows
+        if len(warm) < 2:  # a short run (a big preset's start-up): the reports where env steps flow
+            warm = [r for r in rows if r.get("env_steps_per_s")][1:] or rows
 
         def med(key: str) -> float:
             vals = [r[key] for r in warm if r.get(key) is not None]
@@ -156,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", default="1,2,4,8", help="learner: batches per round trip to try")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--actors", default="1,2,4,8")
-    p.add_argument("--total-envs", type=int, default=16)
+    p.add_argument("--total-envs", type=int, default=16, help="actors: envs over all actors; 0 = preset's per actor")
+    p.add_argument("--config", default="cartpole", help="actors: preset or YAML file (default cartpole)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="actors: config override")
     a = p.parse_args(argv)
     if a.mode == "learner":
@@ -164,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.mode == "calls":
         res = bench_calls()
     else:
-        res = bench_actors([int(x) for x in a.actors.split(",")], a.total_envs, a.seconds or 40.0, a.set)
+        res = bench_actors([int(x) for x in a.actors.split(",")], a.total_envs, a.seconds or 40.0, a.set, a.config)
     res["mode"] = a.mode
     write_result(f"scaling-{a.mode}", res)
     return 0

@@ -13,6 +13,7 @@ import numpy as np
 
 from apexrl.config import EnvConfig
 from apexrl.envs.atari import is_atari, make_atari
+from apexrl.envs.atari_vector import ale_vector_reason, make_ale_vector
 from apexrl.envs.minatar import is_minatar, make_minatar, register_minatar
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,33 @@ def create_env(env: str | EnvConfig | dict[str, Any], seed: int | None = None, t
     return make_env(cfg, seed=seed, training=training)
 
 
+def uses_ale_vector(cfg: EnvConfig) -> bool:
+    """Whether actors step ``cfg``'s envs with ale-py's C++ vector env (``env.vector``)."""
+    if cfg.vector == "gymnasium":
+        return False
+    reason = ale_vector_reason(cfg)
+    if reason is not None and cfg.vector == "ale":
+        raise EnvSpecError(f"config key 'env.vector' = 'ale' cannot step '{cfg.id}': {reason}; "
+                           "allowed here: auto, gymnasium")
+    return reason is None
+
+
+def make_actor_envs(cfg: EnvConfig, num_envs: int, first_seed: int) -> tuple[gym.vector.VectorEnv, np.ndarray]:
+    """An actor's training envs, reset with seeds ``first_seed + i``: the C++ Atari vector env where it
+    applies (``env.vector``), else gymnasium's ``SyncVectorEnv`` of :func:`make_env`. Returns (envs, obs)."""
+    if uses_ale_vector(cfg):
+        envs: gym.vector.VectorEnv = make_ale_vector(cfg, num_envs, cfg.vector_threads)
+        obs, _ = envs.reset(seed=np.arange(first_seed, first_seed + num_envs, dtype=np.int64))
+        return envs, obs
+    return sync_vector_env([lambda: make_env(cfg, seed=None, training=True)] * num_envs, first_seed)
+
+
+def sync_vector_env(makers: list[Any], first_seed: int) -> tuple[gym.vector.VectorEnv, np.ndarray]:
+    envs = gym.vector.SyncVectorEnv(makers, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    obs, _ = envs.reset(seed=[first_seed + i for i in range(len(makers))])
+    return envs, obs
+
+
 def env_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     env = make_env(cfg)
     try:
@@ -135,6 +163,7 @@ def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}")
+    uses_ale_vector(cfg)  # env.vector=ale where it cannot apply fails here, with the reason
     obs_space, act_space = env_spaces(cfg)
     if not isinstance(obs_space, gym.spaces.Box) or obs_space.shape is None:
         raise EnvSpecError(f"env '{cfg.id}' has observation space {obs_space}; apexrl needs a Box (array) space")

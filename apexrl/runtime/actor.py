@@ -25,12 +25,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from apexrl.agents.base import AgentBuilder, ModelFactory
 from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
-from apexrl.envs import frame_stacked, make_env
+from apexrl.envs import frame_stacked
+from apexrl.envs.factory import make_actor_envs, sync_vector_env
 from apexrl.replay.frames import FrameStackEncoder
 from apexrl.replay.nstep import NStepBuilder
 
@@ -61,10 +61,11 @@ class Actor:
         self.sink, self.weights = sink, weights
         E = cfg.actors.envs_per_actor
         self.seed = actor_seed(cfg.seed, actor_index)
-        make = env_factory or (lambda s: make_env(cfg.env, seed=None, training=True))
-        self.envs = SyncVectorEnv([(lambda i=i: make(self.seed + i)) for i in range(E)],
-                                  autoreset_mode=AutoresetMode.SAME_STEP)
-        self.obs, _ = self.envs.reset(seed=[self.seed + i for i in range(E)])
+        if env_factory is None:
+            self.envs, self.obs = make_actor_envs(cfg.env, E, self.seed)
+        else:
+            self.envs, self.obs = sync_vector_env([(lambda i=i: env_factory(self.seed + i)) for i in range(E)],
+                                                  self.seed)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
         torch.manual_seed(self.seed)  # same seed, same initial network: runs are reproducible
         net = builder.make_network(cfg, obs_space, act_space, model_factory)

@@ -46,6 +46,12 @@ def fit_to_cluster(cfg: Config, cluster_cpus: float, cluster_gpus: float, num_ac
     if cfg.learner.num_gpus > cluster_gpus:
         raise ConfigError(f"config key 'learner.num_gpus' (num_gpus) = {cfg.learner.num_gpus:g} but the Ray "
                           f"cluster has {cluster_gpus:g} GPUs; set it to at most {cluster_gpus:g}")
+    actor_gpus = num_actors * cfg.actors.num_gpus
+    if actor_gpus and cfg.learner.num_gpus + actor_gpus > cluster_gpus + 1e-9:
+        raise ConfigError(f"config key 'actors.num_gpus' = {cfg.actors.num_gpus:g} asks for {actor_gpus:g} GPUs for "
+                          f"{num_actors} actors, beside the learner's {cfg.learner.num_gpus:g}, but the Ray cluster "
+                          f"has {cluster_gpus:g}; set it to at most "
+                          f"{max(0.0, cluster_gpus - cfg.learner.num_gpus) / num_actors:.3g}")
     learner = cfg.learner.num_cpus
     if learner + num_actors * cfg.actors.num_cpus <= cluster_cpus:
         return cfg

@@ -63,7 +63,8 @@ class Topology:
     def make_actor(self, i: int) -> Any:
         from apexrl.runtime.workers import ActorWorker
 
-        return ActorWorker.options(num_cpus=self.cfg.actors.num_cpus, scheduling_strategy=_strategy(self.system)
+        a = self.cfg.actors
+        return ActorWorker.options(num_cpus=a.num_cpus, num_gpus=a.num_gpus, scheduling_strategy=_strategy(self.system)
                                    ).remote(self.system, i, self.shards, self.ps)
 
     def set_shards(self, shards: list[Any]) -> None:

@@ -12,6 +12,7 @@ from apexrl.agents.dqn.exploration import actor_epsilons
 from apexrl.agents.dqn.learner import DQNLearner
 from apexrl.agents.dqn.networks import build_network
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
+from apexrl.agents.torch_utils import resolve_device
 from apexrl.config import Config
 from apexrl.envs import EnvSpecError
 
@@ -37,7 +38,8 @@ class DQNBuilder:
         a = cfg.actors
         eps = actor_epsilons(actor_index, num_actors, num_envs, a.eps_base, a.eps_alpha, a.epsilon_per)
         return EpsilonGreedyPolicy(network, int(action_space.n), eps, seed,  # type: ignore[attr-defined]
-                                   cfg.replay.priority_eps, key_capacity)
+                                   cfg.replay.priority_eps, key_capacity, a.precision,
+                                   resolve_device(a.device, "actors"))
 
     def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
                          seed: int, explore: float | None = None) -> EpsilonGreedyPolicy:

@@ -56,7 +56,7 @@ class NatureCNNTorso(nn.Module):
             self.out_features = int(self.net(torch.zeros(1, in_channels, height, width)).shape[1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x.float() * (1.0 / 255.0))
+        return self.net(x.float().mul_(1.0 / 255.0))
 
 
 class MinAtarTorso(nn.Module):

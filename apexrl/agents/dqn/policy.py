@@ -11,6 +11,8 @@ successors were not acted on yet, for the current observations (``precompute``, 
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -25,13 +27,31 @@ def td_priorities(q: torch.Tensor, q_next: torch.Tensor, action: np.ndarray, rew
     return ((target - q_sa).abs() + eps).double().numpy()
 
 
+def _native_bf16() -> bool:
+    """Whether oneDNN runs bfloat16 on this CPU natively (AVX512-BF16 or AMX); elsewhere it is emulated, slower."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 class EpsilonGreedyPolicy:
     exploration_name = "epsilon"
 
     def __init__(self, net: torch.nn.Module, num_actions: int, epsilons: np.ndarray, seed: int,
-                 priority_eps: float, key_capacity: int = 0) -> None:
-        self.net = net
+                 priority_eps: float, key_capacity: int = 0, precision: str = "float32",
+                 device: str | torch.device = "cpu") -> None:
+        self.device = torch.device(device)
+        self.net = net.to(self.device)
         self.net.eval()
+        self._image = any(p.dim() == 4 for p in net.parameters())
+        if self._image:  # oneDNN's convolutions run ~1.2-1.4x faster on CPU in channels-last layout
+            self.net.to(memory_format=torch.channels_last)
+        if precision == "auto":
+            precision = "bfloat16" if self.device.type == "cpu" and _native_bf16() else "float32"
+        self.precision = precision
+        self._autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bfloat16"
+                          else contextlib.nullcontext())
         self.num_actions = num_actions
         self.exploration = np.asarray(epsilons, dtype=np.float64)
         self.rng = np.random.default_rng(seed)
@@ -45,6 +65,14 @@ class EpsilonGreedyPolicy:
         load_numpy_state_dict(self.net, weights)
         self._fresh = None  # act on the new weights (the ring entry is overwritten then)
 
+    def _q(self, obs: np.ndarray) -> torch.Tensor:
+        """Q-values as float32 on the CPU, whatever device and precision the forward pass ran in."""
+        x = torch.as_tensor(obs).to(self.device, non_blocking=True)
+        if self._image and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with self._autocast:
+            return self.net(x).float().cpu()
+
     def _store(self, keys: np.ndarray, q: np.ndarray) -> None:
         self._qring[keys % self._ring_size] = q
         self._owner[keys % self._ring_size] = keys
@@ -54,7 +82,7 @@ class EpsilonGreedyPolicy:
         if keys is not None and self._fresh is not None and np.array_equal(self._fresh[0], keys):
             q = self._fresh[1]
         else:
-            q = self.net(torch.as_tensor(obs))
+            q = self._q(obs)
             if keys is not None:
                 self._store(keys, q.numpy())
         self._fresh = None
@@ -67,7 +95,7 @@ class EpsilonGreedyPolicy:
     @torch.no_grad()
     def priorities(self, batch: Batch) -> np.ndarray:
         B = len(batch["action"])
-        q_all = self.net(torch.as_tensor(np.concatenate([batch["obs"], batch["next_obs"]])))
+        q_all = self._q(np.concatenate([batch["obs"], batch["next_obs"]]))
         return td_priorities(q_all[:B], q_all[B:], batch["action"], batch["reward"], batch["discount"],
                              self.priority_eps)
 
@@ -75,12 +103,12 @@ class EpsilonGreedyPolicy:
     def remember(self, obs: np.ndarray, keys: np.ndarray, bootstrap: np.ndarray) -> None:
         q = np.zeros((len(keys), self.num_actions), dtype=np.float32)
         if bootstrap.any():
-            q[bootstrap] = self.net(torch.as_tensor(obs[bootstrap])).numpy()
+            q[bootstrap] = self._q(obs[bootstrap]).numpy()
         self._store(keys, q)
 
     @torch.no_grad()
     def precompute(self, obs: np.ndarray, keys: np.ndarray) -> None:
-        q = self.net(torch.as_tensor(obs))
+        q = self._q(obs)
         self._store(keys, q.numpy())
         self._fresh = (keys.copy(), q)
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Ape-X DQN on Atari at the hardware's limit, one GPU machine, one command (fits 9 minutes):
+#   (a) whole-system env steps/s with 1, 2, 4, 8 and 14 actors of the atari-gpu preset (~15 s each)
+#   (b) Pong with the atari-gpu preset until greedy evaluation >= 19 or a 7-minute cap
+#   (c) metrics, the curve and a stamped result (commit, date, host, GPU, command) under $DEST
+# On the GPU machine:   bash benchmarks/atari_gpu.sh                      (DEST defaults to bench-results/)
+# Try it on a CPU host: DEVICE=cpu ACTORS=1,2 SCALE_S=30 PONG_S=60 bash benchmarks/atari_gpu.sh
+set -euo pipefail
+DEVICE=${DEVICE:-cuda}
+ACTORS=${ACTORS:-1,2,4,8,14}       # (a): actor counts
+SCALE_S=${SCALE_S:-15}             # (a): seconds per count
+PONG_S=${PONG_S:-420}              # (b): cap in seconds
+TARGET=${TARGET:-19}
+GAME=${GAME:-ALE/Pong-v5}
+DEST=${DEST:-bench-results/atari-gpu-$(date +%Y%m%d-%H%M%S)}
+APEXRL=${APEXRL:-apexrl}           # or "python3 -m apexrl" where the script is not installed
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 PYTHONUNBUFFERED=1
+mkdir -p "$DEST"
+ON=() SMALL=()
+if [ "$DEVICE" = cpu ]; then        # the same script on a host without a GPU: everything on the CPU, small
+  ON=(--set actors.device=cpu --set actors.num_gpus=0 --set learner.device=cpu --set learner.num_gpus=0
+      --set replay.capacity=100000 --set replay.learning_starts=2000)
+  SMALL=(--set actors.num_actors=1)
+else
+  python3 -c "import torch; assert torch.cuda.is_available(), 'no CUDA device: set DEVICE=cpu'"
+fi
+stamp() {
+  echo "commit $(git describe --always --dirty 2>/dev/null || echo unknown) date $(date -Is) host $(hostname)" \
+       "cpus $(nproc) gpu $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo none)"
+  echo "command: DEVICE=$DEVICE ACTORS=$ACTORS SCALE_S=$SCALE_S PONG_S=$PONG_S TARGET=$TARGET GAME=$GAME bash benchmarks/atari_gpu.sh"
+}
+stamp > "$DEST/result.txt"
+
+# (a) scaling: each count is a real train() run, evaluation off, free-running learner
+$APEXRL bench scaling actors --config atari-gpu --actors "$ACTORS" --total-envs 0 --seconds "$SCALE_S" \
+  --set env.id="$GAME" --set logging.report_interval_s=2 --set replay.learning_starts=5000 "${ON[@]}" 2>&1 | tee "$DEST/scaling.log" | grep '^actors='
+{ echo "## whole system, env steps/s by actor count"; grep '^actors=' "$DEST/scaling.log"; } >> "$DEST/result.txt"
+
+# (b) Pong until the target or the cap
+$APEXRL train --config atari-gpu --set env.id="$GAME" --target-return "$TARGET" --max-time "$PONG_S" \
+  --run-dir "$DEST/run" --console plain "${ON[@]}" "${SMALL[@]}" 2>&1 | tee "$DEST/train.log" | grep -E '^ +[0-9]+s|^stopping|^done|eval' || true
+$APEXRL plot "$DEST/run" -o "$DEST/curve.png" >/dev/null 2>&1 || echo "plot failed" >> "$DEST/result.txt"
+cp "$DEST/run/metrics.jsonl" "$DEST/metrics.jsonl"
+{ echo "## $GAME, target $TARGET, cap ${PONG_S}s"; grep -E '^stopping|^done' "$DEST/train.log" || true
+  python3 - "$DEST/metrics.jsonl" <<'PY'
+import json, sys
+recs = [json.loads(x) for x in open(sys.argv[1]) if x.strip()]
+ev = [r for r in recs if r.get("eval_return_mean") is not None]
+best = max(ev, key=lambda r: r["eval_return_mean"]) if ev else None
+print("evaluations:", [(round(r["time_s"]), r["eval_return_mean"]) for r in ev])
+print("best:", None if best is None else (best["eval_return_mean"], "at", round(best["time_s"]), "s"))
+import statistics
+learning = [r for r in recs if r.get("updates_per_s")][1:-1] or recs
+def med(k):
+    v = [r[k] for r in learning if r.get(k) is not None]
+    return round(statistics.median(v), 3) if v else None
+print("env steps", recs[-1].get("env_steps") if recs else None, "| median over reports while learning: env steps/s",
+      med("env_steps_per_s"), "updates/s", med("updates_per_s"), "learner idle", med("learner_idle_fraction"))
+PY
+} >> "$DEST/result.txt"
+cat "$DEST/result.txt"

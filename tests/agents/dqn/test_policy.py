@@ -1,0 +1,68 @@
+"""The actor's forward pass: channels-last layout and bfloat16 change speed, not what the network computes."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from apexrl.agents.dqn.networks import build_network
+from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
+from apexrl.config import NetworkConfig
+
+
+@pytest.fixture
+def pixels_net():
+    torch.manual_seed(0)
+    obs = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    return build_network(obs, gym.spaces.Discrete(6), NetworkConfig(kind="nature_cnn", head=64))
+
+
+def states(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, size=(n, 4, 84, 84), dtype=np.uint8)
+
+
+def test_float32_policy_computes_the_networks_q_values(pixels_net):
+    reference = copy.deepcopy(pixels_net).eval()
+    policy = EpsilonGreedyPolicy(pixels_net, 6, np.zeros(8), seed=0, priority_eps=1e-6)
+    x = states(8)
+    with torch.no_grad():
+        want = reference(torch.as_tensor(x))
+    got = policy._q(x)
+    assert got.dtype == torch.float32 and got.device.type == "cpu"
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(policy.act(x), want.argmax(1).numpy())  # epsilon 0: greedy
+
+
+def test_bfloat16_policy_is_close_and_returns_float32(pixels_net):
+    reference = copy.deepcopy(pixels_net).eval()
+    policy = EpsilonGreedyPolicy(pixels_net, 6, np.zeros(64), seed=0, priority_eps=1e-6, precision="bfloat16")
+    x = states(64, seed=1)
+    with torch.no_grad():
+        want = reference(torch.as_tensor(x))
+    got = policy._q(x)
+    assert got.dtype == torch.float32
+    # bfloat16 keeps 8 bits of mantissa: Q-values to ~1% of their scale.
+    scale = want.abs().max().item()
+    assert (got - want).abs().max().item() <= 0.02 * scale + 1e-4
+    gap = want.topk(2, dim=1).values
+    clear = (gap[:, 0] - gap[:, 1]) > 0.05 * scale  # where the best action is clear, bf16 picks it too
+    assert (got.argmax(1)[clear] == want.argmax(1)[clear]).all()
+
+
+def test_weights_loaded_later_keep_the_fast_layout(pixels_net):
+    from apexrl.core import state_dict_to_numpy
+
+    policy = EpsilonGreedyPolicy(pixels_net, 6, np.zeros(2), seed=0, priority_eps=1e-6)
+    torch.manual_seed(1)
+    other = build_network(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6),
+                          NetworkConfig(kind="nature_cnn", head=64)).eval()
+    policy.set_weights(state_dict_to_numpy(other))
+    conv = next(p for p in policy.net.parameters() if p.dim() == 4)
+    assert conv.is_contiguous(memory_format=torch.channels_last)
+    x = states(4, seed=2)
+    with torch.no_grad():
+        torch.testing.assert_close(policy._q(x), other(torch.as_tensor(x)), rtol=1e-4, atol=1e-5)
