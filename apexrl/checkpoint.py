@@ -29,10 +29,30 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
+BEST = "best.pt"
+
+
 def save(run_dir: Path, state: dict[str, Any], step: int, keep: int = 3) -> Path:
-    d = checkpoint_dir(run_dir)
+    path = _write(checkpoint_dir(run_dir) / f"ckpt-{step:010d}.pt", state)
+    for old in list_checkpoints(run_dir)[:-keep]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def save_best(run_dir: Path, state: dict[str, Any]) -> Path:
+    """``checkpoints/best.pt``: the weights of the best greedy evaluation so far and that evaluation
+    (``state["evaluation"]``); what ``apexrl eval RUN`` plays by default. Resume never reads it."""
+    return _write(checkpoint_dir(run_dir) / BEST, state)
+
+
+def best_path(run_dir: Path) -> Path | None:
+    path = checkpoint_dir(run_dir) / BEST
+    return path if path.is_file() else None
+
+
+def _write(path: Path, state: dict[str, Any]) -> Path:
+    d = path.parent
     d.mkdir(parents=True, exist_ok=True)
-    path = d / f"ckpt-{step:010d}.pt"
     tmp = d / f".{path.name}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
         torch.save(state, f)
@@ -45,8 +65,6 @@ def save(run_dir: Path, state: dict[str, Any], step: int, keep: int = 3) -> Path
         os.close(dir_fd)
     except OSError:  # pragma: no cover - not every filesystem allows fsync on a directory
         pass
-    for old in list_checkpoints(run_dir)[:-keep]:
-        old.unlink(missing_ok=True)
     return path
 
 
@@ -114,9 +132,11 @@ def load_latest(run_dir: Path) -> tuple[Path, dict[str, Any]]:
     raise CheckpointError(f"no checkpoint in '{checkpoint_dir(run_dir)}' could be read")
 
 
-def resolve(path: Path) -> tuple[Path, dict[str, Any]]:
-    """A checkpoint file, or a run dir (newest checkpoint in it)."""
+def resolve(path: Path, best: bool = False) -> tuple[Path, dict[str, Any]]:
+    """A checkpoint file, or a run dir: its newest checkpoint, or with ``best`` its best.pt where the run
+    has one (else the newest)."""
     path = Path(path)
     if path.is_dir():
-        return load_latest(path)
+        found = best_path(path) if best else None
+        return (found, load_file(found)) if found is not None else load_latest(path)
     return path, load_file(path)

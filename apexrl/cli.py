@@ -55,7 +55,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _add_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="play greedy episodes with a checkpoint and print the mean return")
-    p.add_argument("checkpoint", help="checkpoint file (.pt) or run dir (newest checkpoint)")
+    p.add_argument("checkpoint", help="checkpoint file (.pt) or run dir (its best evaluation's weights, "
+                   "checkpoints/best.pt, where it has one; else its newest checkpoint)")
+    p.add_argument("--newest", action="store_true", help="with a run dir: its newest checkpoint, not best.pt")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=12345)
     p.add_argument("--epsilon", type=float, default=0.0)
@@ -171,6 +173,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     best = "-" if result.best_eval_return is None else f"{result.best_eval_return:.1f}"
     print(f"done: {result.stop_reason}; {result.env_steps:,} env steps, {result.learner_updates:,} updates, "
           f"{result.time_s:.0f} s; last eval {ev}, best {best}; run dir {result.run_dir}")
+    if result.best_checkpoint is not None:
+        print(f"best evaluation's weights: {result.best_checkpoint} (what `apexrl eval {result.run_dir}` plays)")
     return 0
 
 
@@ -179,6 +183,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from apexrl import checkpoint as ckpt
     from apexrl.config import from_dict
+    from apexrl.core import load_numpy_state_dict
     from apexrl.envs import is_atari
     from apexrl.envs.scores import human_normalized_score
     from apexrl.evaluation import evaluate
@@ -188,12 +193,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UserError(f"--episodes {args.episodes}: must be >= 1")
     if args.video is not None and Path(args.video).suffix.lower() not in (".mp4", ".gif"):
         raise UserError(f"--video {args.video}: use a .mp4 or .gif path")
-    path, state = ckpt.resolve(Path(args.checkpoint))
+    path, state = ckpt.resolve(Path(args.checkpoint), best=not args.newest)
     cfg = from_dict(state["config"])
     system = assemble(cfg, num_actors=1)
     net = system.make_network()
     try:
-        net.load_state_dict(state["learner"]["net"])
+        load_numpy_state_dict(net, state["learner"]["net"])
     except RuntimeError as e:
         raise UserError(f"checkpoint '{path}' does not match the network of its config: {str(e).splitlines()[0]}") from None
     policy = system.make_eval_policy(net, args.episodes, args.seed, args.epsilon)
@@ -202,6 +207,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"{cfg.env.id}: {args.episodes} episodes, return mean {np.mean(returns):.2f} "
           f"std {np.std(returns):.2f} (min {np.min(returns):.1f}, max {np.max(returns):.1f})"
           + ("" if hns is None else f", human-normalized {100 * hns:.1f}%") + f" from {path}")
+    if "evaluation" in state:
+        e = state["evaluation"]
+        print(f"  (the weights of the run's best evaluation: mean {e['mean']:.2f} over {e['episodes']} episodes at "
+              f"{e['env_steps']:,} env steps; --newest plays the newest checkpoint)")
     if args.video is not None:
         from apexrl.video import VideoError, record_episode
 

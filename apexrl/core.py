@@ -49,4 +49,5 @@ def state_dict_to_numpy(module: torch.nn.Module) -> Weights:
 def load_numpy_state_dict(module: torch.nn.Module, weights: Weights) -> None:
     import torch
 
-    module.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
+    module.load_state_dict({k: v if isinstance(v, torch.Tensor) else torch.as_tensor(np.array(v))
+                            for k, v in weights.items()})

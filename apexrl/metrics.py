@@ -6,7 +6,6 @@ runs from different tools line up; the JSON lines keep flat, stable names for sc
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -15,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
+
+from apexrl import strict_json
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class MetricsWriter:
             self._tb.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
 
     def write(self, record: dict[str, Any], step: int) -> None:
-        self._file.write(json.dumps(record, default=_json_default) + "\n")
+        self._file.write(strict_json.dumps(record) + "\n")
         self._file.flush()
         if self._tb is None:
             return
@@ -83,13 +84,6 @@ class MetricsWriter:
         self._file.close()
         if self._tb is not None:
             self._tb.close()
-
-
-def _json_default(o: Any) -> Any:
-    try:
-        return float(o)
-    except (TypeError, ValueError):
-        return str(o)
 
 
 def _fmt(v: Any, spec: str = ".1f") -> str:

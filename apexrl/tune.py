@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from apexrl import config as C
+from apexrl import strict_json
 from apexrl.config import Config, ConfigError, to_dict
 from apexrl.metrics import Console
 
@@ -153,6 +154,7 @@ class _TuneConsole(Console):
     def update(self, record: dict[str, Any]) -> None:
         from ray import tune
 
+        record = strict_json.clean(record)  # Tune writes its result.json as JSON too: no NaN tokens
         rec = {k: record[k] for k in self.KEYS if record.get(k) is not None}
         ev = record.get("eval_return_mean")
         if ev is not None:
@@ -333,7 +335,7 @@ def run(trials: list[Trial], out: Path, address: str | None = None, max_concurre
         if started:
             shutdown_ray()
     result = [rows[t.index] for t in trials if t.index in rows]
-    (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
+    (out / "results.json").write_text(strict_json.dumps(result, indent=1))
     return result
 
 

@@ -3,7 +3,6 @@ the commit, date, host and command that produced it."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import apexrl
+from apexrl import strict_json
 
 ROOT = Path(apexrl.__file__).resolve().parent.parent  # on children's PYTHONPATH: a source checkout works uninstalled
 RESULTS = Path("bench-results")
@@ -49,6 +49,6 @@ def write_result(name: str, data: dict[str, Any], out: str | os.PathLike[str] | 
     """Write the stamp plus ``data`` to ``out`` or bench-results/<name>-<date-time>.json; print the path."""
     path = Path(out) if out else RESULTS / f"{name}-{datetime.now():%Y%m%d-%H%M%S}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**stamp(), **data}, indent=1, default=str))
+    path.write_text(strict_json.dumps({**stamp(), **data}, indent=1))
     print(f"wrote {path}")
     return path

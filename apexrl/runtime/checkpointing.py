@@ -83,6 +83,17 @@ class Checkpointer:
                 log.warning("periodic checkpoint skipped: %s", cause(e))
             self.inflight = None
 
+    def best(self, res: dict[str, Any], elapsed: float) -> Path:
+        """Keep the weights an evaluation played with, and that evaluation, as ``best.pt``."""
+        returns = [float(r) for r in res["eval_returns"]]
+        evaluation = {"mean": float(sum(returns) / len(returns)), "returns": returns, "episodes": len(returns),
+                      "seed": int(res["seed"]),
+                      "weights_version": int(res["weights_version"]), "env_steps": self.progress.env_steps,
+                      "time_s": self.progress.time_offset + elapsed}
+        state = {"learner": {"net": res["weights"]}, "config": to_dict(self.cfg), "evaluation": evaluation,
+                 "counters": self.progress.counters(elapsed)}
+        return ckpt.save_best(self.run_dir, state)
+
     def final(self, elapsed: float) -> Path:
         return self.save(self.request(), elapsed)
 

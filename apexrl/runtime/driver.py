@@ -75,6 +75,7 @@ class TrainResult:
     checkpoint: Path | None
     time_to_target_s: float | None = None
     env_steps_to_target: int | None = None
+    best_checkpoint: Path | None = None  # weights of the best evaluation (what met the target, if one did)
 
 
 def run_name(cfg: Config) -> str:
@@ -286,7 +287,7 @@ class Loop:
             time_s=progress.time_offset + elapsed, eval_return_mean=progress.last_eval,
             best_eval_return=progress.best_eval, reached_target=self.stop.time_to_target is not None,
             stop_reason=stop_reason, checkpoint=path, time_to_target_s=self.stop.time_to_target,
-            env_steps_to_target=self.stop.steps_to_target,
+            env_steps_to_target=self.stop.steps_to_target, best_checkpoint=ckpt.best_path(self.run_dir),
         )
 
     def take_evaluation(self, result: Callable[[], dict[str, Any]]) -> list[float]:
@@ -298,7 +299,13 @@ class Loop:
             log.warning("evaluation failed: %s", cause(e))
             return []
         returns: list[float] = res["eval_returns"]
+        before = self.progress.best_eval
         self.progress.on_evaluation(returns)
+        if returns and "weights" in res and (before is None or self.progress.last_eval > before):
+            try:
+                self.checkpointer.best(res, self.elapsed())
+            except OSError as e:
+                log.warning("could not keep the best evaluation's weights: %s", e)
         return returns
 
     def _final_evaluation(self) -> list[float] | None:

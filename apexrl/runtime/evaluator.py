@@ -77,4 +77,5 @@ class DriverEvaluator:
         policy.set_weights(weights)
         t0 = time.perf_counter()
         returns = evaluate(policy, self.cfg.env, ev.episodes, seed=seed)
-        return {"eval_returns": returns, "weights_version": version, "eval_time_s": time.perf_counter() - t0}
+        return {"eval_returns": returns, "weights_version": version, "eval_time_s": time.perf_counter() - t0,
+                "weights": weights, "seed": seed, "episodes": ev.episodes}
