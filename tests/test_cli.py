@@ -37,6 +37,9 @@ def run_cli(args, capsys):
     (["eval", "missing.pt"], "does not exist"),
     (["train", "--address", "127.0.0.1:1"], "cannot reach a Ray cluster"),
     (["train", "--set", "env.vector=cpp"], "env.vector"),
+    (["train", "--set", "env.id=apexrl.envs.testing:MisShaped-v0"],
+     "env 'apexrl.envs.testing:MisShaped-v0' returned an observation of shape (8,) float32 at reset; its "
+     "observation_space says Box("),
     (["train", "--set", "env.vector=ale"], "cannot step 'CartPole-v1': it is not an Atari env"),
     (["train", "--set", "actors.precision=fp16"], "actors.precision"),
     (["train", "--config", "pendulum", "--set", "actors.device=cuda"], "actors.device"),

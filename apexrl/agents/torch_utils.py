@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,10 +44,17 @@ class UpdateCounters:
         self.skipped_updates = 0
         self.consecutive_skips = 0
 
+    WARN_EVERY_S = 10.0  # one warning per this many seconds; the rest are counted (skipped_updates metric)
+
     def _skip(self, what: str) -> tuple[None, dict[str, float]]:
         self.skipped_updates += 1
         self.consecutive_skips += 1
-        log.warning("skipped learner update %d: non-finite %s", self.updates, what)
+        now = time.monotonic()
+        if now >= getattr(self, "_next_warning", 0.0):
+            unsaid = self.skipped_updates - getattr(self, "_warned_at", 0) - 1
+            more = f" ({unsaid} more skipped since the last warning)" if unsaid > 0 else ""
+            log.warning("skipped learner update %d: non-finite %s%s", self.updates, what, more)
+            self._next_warning, self._warned_at = now + self.WARN_EVERY_S, self.skipped_updates
         return None, {"skipped": 1.0}
 
     def _counters(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import numpy as np
 from apexrl.config import EnvConfig
 from apexrl.envs.atari import is_atari, make_atari
 from apexrl.envs.atari_vector import ale_vector_reason, make_ale_vector
+from apexrl.envs.contract import check_spaces_hold
 from apexrl.envs.minatar import is_minatar, make_minatar, register_minatar
 
 log = logging.getLogger(__name__)
@@ -139,9 +140,18 @@ def sync_vector_env(makers: list[Any], first_seed: int) -> tuple[gym.vector.Vect
     return envs, obs
 
 
-def env_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
+def env_spaces(cfg: EnvConfig, check: bool = False) -> tuple[gym.Space, gym.Space]:
+    """The spaces of ``cfg``'s env; with ``check``, also reset and step it once against them."""
     env = make_env(cfg)
     try:
+        if check:
+            try:
+                problem = check_spaces_hold(cfg.id, env)
+            except Exception as e:  # the user's env raised: say so in one line
+                raise EnvSpecError(f"env '{cfg.id}' failed on reset or its first step: "
+                                   f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
+            if problem:
+                raise EnvSpecError(problem)
         return env.observation_space, env.action_space
     finally:
         env.close()
@@ -164,7 +174,7 @@ def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}")
     uses_ale_vector(cfg)  # env.vector=ale where it cannot apply fails here, with the reason
-    obs_space, act_space = env_spaces(cfg)
+    obs_space, act_space = env_spaces(cfg, check=True)
     if not isinstance(obs_space, gym.spaces.Box) or obs_space.shape is None:
         raise EnvSpecError(f"env '{cfg.id}' has observation space {obs_space}; apexrl needs a Box (array) space")
     if not np.issubdtype(obs_space.dtype, np.number):

@@ -9,15 +9,43 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
 
 class ExplodingEnv(CartPoleEnv):
-    """CartPole that raises on every reset: an actor built on it can never do any work (a crash loop)."""
+    """CartPole that raises on every reset an actor does: an actor built on it can never do any work (a
+    crash loop). The driver's start-up check resets with seed 0, which passes, so the run does start."""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]
+        if seed == 0:
+            return super().reset(seed=seed, options=options)
         raise RuntimeError("simulated env failure on reset")
 
 
-if "Exploding-v0" not in gym.registry:
-    gym.register("Exploding-v0", entry_point=ExplodingEnv, max_episode_steps=500)
+class MisShapedEnv(CartPoleEnv):
+    """Observations of shape (8,) against a declared (4,)."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]
+        obs, info = super().reset(seed=seed, options=options)
+        return np.concatenate([obs, obs]), info
+
+    def step(self, action: Any):  # type: ignore[override]
+        obs, *rest = super().step(action)
+        return (np.concatenate([obs, obs]), *rest)
+
+
+class NaNRewardEnv(CartPoleEnv):
+    """CartPole whose reward is NaN on every 50th step it takes (the first step is clean)."""
+
+    steps = 0
+
+    def step(self, action: Any):  # type: ignore[override]
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.steps += 1
+        return obs, (float("nan") if self.steps % 50 == 0 else reward), terminated, truncated, info
+
+
+for _name, _cls in (("Exploding-v0", ExplodingEnv), ("MisShaped-v0", MisShapedEnv), ("NaNReward-v0", NaNRewardEnv)):
+    if _name not in gym.registry:
+        gym.register(_name, entry_point=_cls, max_episode_steps=500)

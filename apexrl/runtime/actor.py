@@ -30,6 +30,7 @@ from apexrl.agents.base import AgentBuilder, ModelFactory
 from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs import frame_stacked
+from apexrl.envs.contract import NonFiniteEnvError, first_non_finite
 from apexrl.envs.factory import make_actor_envs, sync_vector_env
 from apexrl.replay.frames import FrameStackEncoder
 from apexrl.replay.nstep import NStepBuilder
@@ -161,6 +162,11 @@ class Actor:
         for _ in range(num_steps):
             action = self.policy.act(self.obs, self._tokens[:, -1] if self.frames else None)
             next_obs, reward, terminated, truncated, info = self.envs.step(action)
+            bad = first_non_finite(reward, next_obs)
+            if bad is not None:
+                what, e, value = bad
+                raise NonFiniteEnvError(f"env '{self.cfg.env.id}' returned a non-finite {what} ({value}) in actor "
+                                        f"{self.index}, env slot {e}, at the actor's env step {self.env_steps + e:,}")
             done = terminated | truncated
             if self.frames:
                 tokens, true_next = self._frame_tokens(next_obs, terminated, truncated, done, info)

@@ -26,6 +26,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from apexrl import checkpoint as ckpt
 from apexrl.agents.base import ModelFactory
 from apexrl.config import Config, dump_yaml
+from apexrl.envs.contract import NonFiniteEnvError
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
 from apexrl.runtime.checkpointing import Checkpointer
@@ -172,6 +173,10 @@ class Loop:
         try:
             res = ray.get(ref)
         except (RayActorError, RayTaskError) as e:
+            inner = getattr(e, "cause", None)
+            if kind == "actor" and isinstance(inner, NonFiniteEnvError):
+                self.env_failure = self.stop_reason = str(inner)  # restarting would only meet it again
+                return None
             if kind == "actor":
                 self.supervisor.restart_actor(i, e)
                 self.chunk[i] = first_actor_chunk(E)
@@ -204,7 +209,10 @@ class Loop:
         except KeyboardInterrupt:
             self.stop_reason = "interrupted"
             self.console.message("interrupted: writing a final checkpoint (Ctrl-C again to stop at once)")
-        return self.finish()
+        result = self.finish()
+        if self.env_failure:
+            raise TrainingError(f"{self.env_failure}; final checkpoint: {result.checkpoint}")
+        return result
 
     def start(self) -> None:
         """Hand out the first chunks; the clock starts here."""
@@ -221,6 +229,7 @@ class Loop:
         self.last_record: dict[str, Any] = {}
         self.eval_returns: list[float] | None = None
         self.stop_reason = ""
+        self.env_failure = ""  # a broken env contract (NaN rewards...): stop, checkpoint, then say so
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t_start
@@ -270,7 +279,8 @@ class Loop:
     def finish(self) -> TrainResult:
         """Drain the chunks in flight, evaluate if the run has no evaluation yet, report, checkpoint."""
         progress, stop_reason = self.progress, self.stop_reason or "stopped"
-        self.console.message(f"stopping: {stop_reason}")
+        if not self.env_failure:  # that one is said once, with the final checkpoint, by the caller
+            self.console.message(f"stopping: {stop_reason}")
         last_learner = self._drain(self.window) or self.last_learner
         final_eval = None
         if self.eval_future is not None and stop_reason != "interrupted":  # let it finish (it owns the network)

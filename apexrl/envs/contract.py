@@ -1,0 +1,78 @@
+"""The env contract, checked where it is cheap: what a user's env returns must be what its spaces say.
+
+A mis-shaped observation otherwise fails deep inside gymnasium's vector utilities in every actor (four
+Ray tracebacks, a run dir left behind), and a NaN reward poisons the learner's targets for as long as the
+run goes on. At start-up one env is reset and stepped once in the driver; in actors every vector step
+checks rewards (and float observations) for non-finite values, one vectorized test per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+class NonFiniteEnvError(ValueError):
+    """An env returned NaN or infinity; the message names the env, the actor, the env slot and the step."""
+
+
+def _describe(x: Any) -> str:
+    a = np.asarray(x)
+    return f"shape {a.shape} {a.dtype}" if a.ndim else f"{type(x).__name__} {x!r}"
+
+
+def check_spaces_hold(env_id: str, env: gym.Env) -> str | None:
+    """Reset and step ``env`` once; a line saying what broke its declared spaces, or None."""
+    space = env.observation_space
+    obs, _ = env.reset(seed=0)
+    problem = _observation_problem(obs, space)
+    if problem:
+        return f"env '{env_id}' returned {problem} at reset; its observation_space says {space}"
+    env.action_space.seed(0)
+    obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+    problem = _observation_problem(obs, space)
+    if problem:
+        return f"env '{env_id}' returned {problem} after a step; its observation_space says {space}"
+    if not isinstance(reward, (int, float, np.integer, np.floating)) or isinstance(reward, (bool, np.bool_)):
+        return f"env '{env_id}' returned a reward of type {type(reward).__name__} ({reward!r}); rewards must be numbers"
+    if not np.isfinite(reward):
+        return f"env '{env_id}' returned a non-finite reward ({reward}) after a step"
+    return None
+
+
+def _observation_problem(obs: Any, space: gym.Space) -> str | None:
+    if not isinstance(space, gym.spaces.Box):
+        return None
+    a = np.asarray(obs)
+    if a.shape != space.shape:
+        return f"an observation of {_describe(obs)}"
+    if np.issubdtype(space.dtype, np.integer) and not np.issubdtype(a.dtype, np.integer):
+        return f"an observation of {_describe(obs)} (the space holds integers)"
+    if not np.issubdtype(a.dtype, np.number):
+        return f"an observation of {_describe(obs)} (not numbers)"
+    if np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all():
+        return f"a non-finite observation ({a.ravel()[~np.isfinite(a.ravel())][0]})"
+    low, high = np.broadcast_to(space.low, a.shape), np.broadcast_to(space.high, a.shape)
+    out = (a < low) | (a > high)
+    if out.any():
+        i = int(np.flatnonzero(out.ravel())[0])
+        return (f"an observation outside its bounds (element {i}: {a.ravel()[i]} not in "
+                f"[{low.ravel()[i]}, {high.ravel()[i]}])")
+    return None
+
+
+def first_non_finite(reward: np.ndarray, obs: np.ndarray) -> tuple[str, int, Any] | None:
+    """(what, env slot, value) of the first non-finite reward or observation of a vector step, or None."""
+    bad = ~np.isfinite(reward)
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        return "reward", e, reward[e]
+    if obs.dtype.kind == "f":
+        flat = obs.reshape(len(obs), -1)
+        rows = ~np.isfinite(flat).all(axis=1)
+        if rows.any():
+            e = int(np.flatnonzero(rows)[0])
+            return "observation", e, flat[e][~np.isfinite(flat[e])][0]
+    return None
