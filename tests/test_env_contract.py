@@ -15,8 +15,9 @@ from apexrl.envs.contract import check_spaces_hold, first_non_finite
 
 
 class _Env(gym.Env):
-    def __init__(self, obs, reward=0.0, space=gym.spaces.Box(-1, 1, (2,), np.float32)):
-        self.observation_space, self.action_space = space, gym.spaces.Discrete(2)
+    def __init__(self, obs, reward=0.0):
+        self.observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
         self._obs, self._reward = obs, reward
 
     def reset(self, *, seed=None, options=None):

@@ -5,6 +5,7 @@ import signal
 import threading
 import time
 
+import numpy as np
 import psutil
 import pytest
 import ray
@@ -112,11 +113,19 @@ def test_sigterm_writes_a_final_checkpoint_and_exits(tmp_path):
                           "--set", "actors.num_actors=1", "--set", "replay.learning_starts=200",
                           "--set", "checkpoint.every_reports=0", "--set", "evaluation.interval_s=0"],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import json
+
+    def learning() -> bool:  # the event to wait for: a report with learner updates
+        path = run / "metrics.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return any(json.loads(x).get("learner_updates", 0) > 0 for x in lines)
+
     try:
         deadline = time.time() + 180
-        while time.time() < deadline and not (run / "metrics.jsonl").exists():
-            time.sleep(0.5)
-        time.sleep(3.0)
+        while time.time() < deadline and not learning():
+            assert p.poll() is None, p.communicate()[1][-2000:]
+            time.sleep(0.2)
+        assert ckpt.list_checkpoints(run) == [], "periodic checkpoints are off: none before the signal"
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=120)
     finally:
@@ -124,8 +133,14 @@ def test_sigterm_writes_a_final_checkpoint_and_exits(tmp_path):
             p.kill()
     assert p.returncode == 0, err[-2000:]
     assert "interrupted" in err or "interrupted" in out
+    written = ckpt.list_checkpoints(run)
+    assert len(written) == 1, "SIGTERM wrote the final checkpoint"
     path, state = ckpt.load_latest(run)
-    assert state["counters"]["env_steps"] > 0
+    assert path == written[0] and path.name in out + err
+    last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    c = state["counters"]
+    assert c["env_steps"] == last["env_steps"] > 0  # the final counters, as the final report gave them
+    assert state["learner"]["updates"] >= last["learner_updates"] > 0
 
 
 class _NaNNet(torch.nn.Module):
@@ -198,7 +213,23 @@ def test_a_shard_dying_just_before_the_final_checkpoint_does_not_cost_the_checkp
     assert "a replay shard did not answer" in caplog.text
 
 
-def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes_on(tmp_path):
+def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes_on(tmp_path, monkeypatch):
+    from apexrl.runtime import supervisor as sup
+
+    seen: list[dict] = []
+    original = sup.Supervisor.restart_learner
+
+    def watched(self, err, state):
+        # What the replacement must start from: the newest publication and the last checkpoint's counters.
+        version, [ref] = ray.get(self.topology.ps.get.remote(-1))
+        published = ray.get(ref)
+        original(self, err, state)
+        # Before the loop hands the new learner any work: its state is exactly what it recovered.
+        seen.append({"published": published, "version": version, "checkpoint_updates":
+                     None if state is None else int(state["updates"]),
+                     "recovered": ray.get(self.topology.learner.state_dict.remote())})
+
+    monkeypatch.setattr(sup.Supervisor, "restart_learner", watched)
     killed: list[int] = []
     _kill_when_running("LearnerWorker", 10.0, killed)
     res = train(tiny(**{"stop.max_env_steps": 60_000, "evaluation.interval_s": 0.5, "evaluation.episodes": 2,
@@ -210,3 +241,8 @@ def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes
     first = next(i for i, r in enumerate(records) if r["learner_restarts"] >= 1)
     assert records[-1]["learner_updates"] > records[first]["learner_updates"]  # updates go on after it
     assert res.env_steps >= 60_000 and res.checkpoint is not None and res.checkpoint.exists()
+    assert seen, "the supervisor restarted the learner"
+    got = seen[0]
+    for k, v in got["published"].items():  # the newest weights, not a fresh random network
+        np.testing.assert_array_equal(got["recovered"]["net"][k].numpy(), v, err_msg=k)
+    assert got["recovered"]["updates"] == max(got["version"], got["checkpoint_updates"] or 0) > 0

@@ -140,7 +140,8 @@ class ApeX:
         """Model, target network, optimizer, replay, counters and config: ``load`` resumes exactly here."""
         torch.save({"config": to_dict(self.cfg), "loop": asdict(self.loop), "learner": self.learner.state_dict(),
                     "replay": self.replay.state_dict(), "steps": self.steps, "returns": list(self.returns),
-                    "episode_return": self.episode_return, "rng": self.policy.rng.bit_generator.state}, path)
+                    "episode_return": self.episode_return, "rng": self.policy.rng.bit_generator.state,
+                    "nstep": self.nstep.state_dict()}, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], env: gym.Env, model: torch.nn.Module,
@@ -154,4 +155,6 @@ class ApeX:
         agent.steps, agent.episode_return = state["steps"], state["episode_return"]
         agent.returns.extend(state["returns"])
         agent.policy.rng.bit_generator.state = state["rng"]
+        if "nstep" in state:  # files saved before it was kept resume with an empty window
+            agent.nstep.load_state_dict(state["nstep"])
         return agent

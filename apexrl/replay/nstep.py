@@ -39,6 +39,17 @@ class NStepBuilder:
     def reset(self) -> None:
         self._count[:] = 0
 
+    def state_dict(self) -> dict:
+        """The pending steps of unfinished windows: saved mid-episode, a copy goes on exactly."""
+        return {"obs": None if self._obs is None else self._obs.copy(),
+                "act": None if self._act is None else self._act.copy(),
+                "rew": self._rew.copy(), "count": self._count.copy(), "t": self._t}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._obs = None if state["obs"] is None else np.array(state["obs"])
+        self._act = None if state["act"] is None else np.array(state["act"])
+        self._rew, self._count, self._t = np.array(state["rew"]), np.array(state["count"]), int(state["t"])
+
     def step(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
              terminated: np.ndarray, truncated: np.ndarray) -> dict[str, np.ndarray] | None:
         """Record (obs, action, reward) of every env and return the completed transitions, or None.

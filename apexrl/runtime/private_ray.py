@@ -5,7 +5,8 @@ when ``ray`` is imported and by every process Ray spawns. A user's shell does no
 usually imported before we know the run is private, so both the constant and the variable are set here,
 right before ``ray.init``. Loopback alone still lets other local users connect (a login node, a shared
 workstation), so the private Ray also asks for a token that only this run holds: 256 random bits in a 0600
-file in a 0700 directory, never printed, removed when Ray is shut down.
+file in a 0700 directory, never printed, removed when Ray is shut down. A watchdog (``reaper.py``) ends
+the private Ray's processes if this process dies without shutting it down.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import logging
 import os
 import secrets
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,13 +31,17 @@ _MANAGED = (_LOOPBACK, _AUTH_MODE, _TOKEN, _TOKEN_PATH)
 
 _saved: dict[str, str | None] | None = None
 _token_dir: Path | None = None
+_reaper: subprocess.Popen | None = None
 
 
 def start(num_cpus: int, dashboard: bool, **kwargs: Any) -> None:
     """``ray.init`` of a new local Ray, reachable only on loopback and only with this run's token."""
-    global _saved, _token_dir
+    global _saved, _token_dir, _reaper
     import ray._private.ray_constants as ray_constants
 
+    _reaper = subprocess.Popen([sys.executable, str(Path(__file__).with_name("reaper.py")), str(os.getpid())],
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True, text=True)
     _saved = {k: os.environ.get(k) for k in _MANAGED}
     _token_dir = Path(tempfile.mkdtemp(prefix="apexrl-ray-"))  # mkdtemp makes it 0700
     token_file = _token_dir / "auth_token"
@@ -60,8 +67,14 @@ def start(num_cpus: int, dashboard: bool, **kwargs: Any) -> None:
 def stop() -> None:
     """``ray.shutdown``, then this process's Ray settings as they were and the token gone. Safe to call
     when no private Ray was started (it only shuts Ray down)."""
-    global _saved, _token_dir
+    global _saved, _token_dir, _reaper
     ray.shutdown()
+    if _reaper is not None:
+        try:
+            _reaper.communicate("done\n", timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            _reaper.kill()
+        _reaper = None
     if _saved is None:
         return
     import ray._private.ray_constants as ray_constants

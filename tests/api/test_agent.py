@@ -74,6 +74,21 @@ def test_save_and_load_resume_exactly(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), model2.parameters()))
     state = np.array([0.01, -0.02, 0.03, 0.0], np.float32)
     assert [apex.select_action(state) for _ in range(20)] == [twin.select_action(state) for _ in range(20)]
+    # Both go on for 150 seeded steps with learning: they must stay identical, which counters alone don't show.
+    _play(apex, create_env("CartPole-v1"), 150)
+    _play(twin, create_env("CartPole-v1"), 150)
+    assert twin.learner.updates == apex.learner.updates > 0
+    for a, b in zip(model.parameters(), model2.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    opt_a, opt_b = apex.learner.optimizer.state_dict()["state"], twin.learner.optimizer.state_dict()["state"]
+    assert opt_a.keys() == opt_b.keys() and opt_a
+    for k in opt_a:
+        for name, v in opt_a[k].items():
+            torch.testing.assert_close(opt_b[k][name], v, rtol=0, atol=0)
+    ra, rb = apex.replay.state_dict(), twin.replay.state_dict()
+    for k in ra:
+        if isinstance(ra[k], np.ndarray):
+            np.testing.assert_array_equal(rb[k], ra[k], err_msg=k)
 
 
 def test_a_bad_key_is_one_clear_error():

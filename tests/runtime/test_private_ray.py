@@ -169,3 +169,33 @@ def test_a_private_ray_leaves_the_process_environment_as_it_was(monkeypatch):
     finally:
         shutdown_ray()
     assert {k: os.environ.get(k) for k in before} == before
+
+
+def test_nothing_outlives_a_sigkilled_apexrl_train(tmp_path):
+    """The OOM killer's way: SIGKILL, no chance to shut Ray down. Every process the run started ends."""
+    proc = subprocess.Popen([sys.executable, "-m", "apexrl", "train", "--max-time", "300", "--console", "off",
+                             "--run-dir", str(tmp_path / "run")], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        root = wait_for_workers(proc, ("ray::ActorWorker", "ray::LearnerWorker", "ray::DashboardAgent",
+                                       "ray::RuntimeEnvAgent"))
+        tree = {(p.pid, p.create_time()) for p in root.children(recursive=True)}
+        assert any("reaper.py" in " ".join(psutil.Process(pid).cmdline()) for pid, _ in tree)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while True:
+        alive = [psutil.Process(pid) for pid, created in tree if _alive(pid, created)]
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not alive, f"alive 30 s after the driver's SIGKILL: {[_name(p) for p in alive]}"
+
+
+def _alive(pid: int, created: float) -> bool:
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
