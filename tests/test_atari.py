@@ -258,3 +258,11 @@ def test_train_atari_end_to_end(tmp_path: Any) -> None:
     gif = tmp_path / "pong.gif"
     assert main(["eval", str(result.checkpoint), "--episodes", "1", "--video", str(gif)]) == 0
     assert gif.stat().st_size > 1000
+
+
+def test_atari_gpu_preset_puts_learner_and_actor_inference_on_the_gpu() -> None:
+    cfg = load("atari-gpu")
+    assert (cfg.actors.device, cfg.learner.device) == ("cuda", "cuda")
+    assert cfg.actors.num_actors * cfg.actors.num_gpus + cfg.learner.num_gpus <= 1.0  # one GPU in all
+    assert cfg.env.vector == "auto" and cfg.actors.envs_per_actor == 32
+    assert (cfg.learner.n_step, cfg.learner.batch_size) == (3, 512) and frame_stacked(cfg.env)

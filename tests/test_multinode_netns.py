@@ -25,7 +25,7 @@ import pytest
 
 from tests.raystart import RayStartNode
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(600),
               pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
                                  reason="network namespaces need root and iproute2 ('ip')")]
 
