@@ -41,15 +41,43 @@ def _kill_when_running(cls_name: str, after_s: float, killed: list[int]) -> thre
     return t
 
 
-def test_a_killed_actor_is_restarted_and_training_goes_on(tmp_path):
-    killed: list[int] = []
-    _kill_when_running("ActorWorker", 3.0, killed)
-    res = train(tiny(**{"stop.max_env_steps": 8_000}), run_dir=tmp_path / "r")
-    assert killed, "the test must really kill an actor"
-    assert res.env_steps >= 8_000 and res.learner_updates > 0
+def _records(run) -> list[dict]:
     import json
-    last = json.loads((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()[-1])
-    assert last["actor_restarts"] >= 1
+
+    path = run / "metrics.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def _stop_when(condition, timeout_s: float = 200.0) -> threading.Thread:
+    """SIGTERM this process (train() then stops as interrupted, with a final checkpoint) once ``condition()``
+    holds: the run ends on an event, not after some seconds that a slow host might not fit the work into."""
+    def body():
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if condition():
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.2)
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_killed_actor_is_restarted_and_training_goes_on(tmp_path):
+    run = tmp_path / "r"
+    killed: list[int] = []
+    _kill_when_running("ActorWorker", 0.0, killed)
+
+    def went_on_after_the_restart() -> bool:
+        recs = _records(run)
+        first = next((r for r in recs if r.get("actor_restarts", 0) >= 1), None)
+        return first is not None and recs[-1]["env_steps"] >= first["env_steps"] + 4_000
+
+    _stop_when(went_on_after_the_restart)
+    res = train(tiny(**{"stop.max_time_s": 300}), run_dir=run)
+    assert killed, "the test must really kill an actor"
+    assert res.stop_reason == "interrupted" and res.learner_updates > 0
+    assert _records(run)[-1]["actor_restarts"] >= 1
 
 
 def test_dpg_survives_a_killed_actor_and_resumes_from_its_checkpoint(tmp_path):
@@ -246,3 +274,39 @@ def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes
     for k, v in got["published"].items():  # the newest weights, not a fresh random network
         np.testing.assert_array_equal(got["recovered"]["net"][k].numpy(), v, err_msg=k)
     assert got["recovered"]["updates"] == max(got["version"], got["checkpoint_updates"] or 0) > 0
+
+
+def test_a_sigkilled_run_resumes_from_its_newest_checkpoint_and_its_metrics_go_on_from_there(tmp_path):
+    import subprocess
+    import sys
+
+    from apexrl import checkpoint as ckpt
+    from apexrl.cli import main
+
+    run = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "apexrl", "train", "--run-dir", str(run), "--console", "off",
+                          "--max-time", "300", "--set", "actors.num_actors=1", "--set", "replay.learning_starts=200",
+                          "--set", "checkpoint.every_reports=1", "--set", "logging.report_interval_s=0.5",
+                          "--set", "evaluation.interval_s=0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and len(ckpt.list_checkpoints(run)) < 3:  # the event: 3 checkpoints
+            assert p.poll() is None, p.communicate()[1][-2000:]
+            time.sleep(0.2)
+    finally:
+        p.kill()  # SIGKILL: no final checkpoint, no shutdown
+        p.wait()
+    path, state = ckpt.load_latest(run)
+    c = state["counters"]
+    assert c["learner_updates"] > 0
+    goal = c["env_steps"] + 3_000
+    assert main(["train", "--resume", str(run), "--max-env-steps", str(goal), "--console", "off"]) == 0
+    recs = _records(run)
+    old = [r for r in recs if r["env_steps"] <= c["env_steps"]]
+    new = recs[len(old):]
+    assert new and all(r["env_steps"] > c["env_steps"] for r in new), "lines after the checkpoint were dropped"
+    assert new[-1]["env_steps"] >= goal
+    for key in ("env_steps", "learner_updates", "time_s"):  # one continuous curve across the crash
+        values = [r[key] for r in recs]
+        assert values == sorted(values), key
+    assert new[0]["learner_updates"] >= c["learner_updates"] and new[0]["time_s"] >= c["time_s"]

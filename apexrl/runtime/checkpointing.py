@@ -20,17 +20,21 @@ from apexrl.runtime.topology import Topology
 log = logging.getLogger(__name__)
 
 
-def truncate_metrics(path: Path, env_steps: int) -> None:
-    """On resume, drop report lines written after the checkpoint so the curve has no repeats."""
+def truncate_metrics(path: Path, counters: dict[str, Any]) -> None:
+    """On resume, drop report lines written after the checkpoint so the curve has no repeats: a line stays
+    only if none of its counters is past the checkpoint's (a report can count learner updates the
+    checkpoint's learner state, asked for a chunk earlier, does not hold)."""
     if not path.exists():
         return
+    limits = {k: counters[k] for k in ("env_steps", "learner_updates", "time_s") if counters.get(k) is not None}
     keep = []
     for line in path.read_text().splitlines():
         try:
-            if json.loads(line).get("env_steps", 0) <= env_steps:
-                keep.append(line)
+            rec = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if all((rec.get(k) or 0) <= v for k, v in limits.items()):
+            keep.append(line)
     path.write_text("".join(x + "\n" for x in keep))
 
 
@@ -54,7 +58,7 @@ class Checkpointer:
             ray.get([s.load_state_dict.remote(st) for s, st in zip(self.topology.shards, state["replay"])])
             self.replay_snapshot = state["replay"]
         self.learner_state = state["learner"]
-        truncate_metrics(self.run_dir / "metrics.jsonl", self.progress.env_steps)
+        truncate_metrics(self.run_dir / "metrics.jsonl", state["counters"])
         self.last = path
 
     def request(self) -> dict[str, Any]:
