@@ -43,6 +43,8 @@ class UpdateCounters:
         self.updates = 0
         self.skipped_updates = 0
         self.consecutive_skips = 0
+        self._next_warning = 0.0  # monotonic time before which skips are only counted
+        self._warned_at = 0  # skipped_updates at the last warning
 
     WARN_EVERY_S = 10.0  # one warning per this many seconds; the rest are counted (skipped_updates metric)
 
@@ -50,8 +52,8 @@ class UpdateCounters:
         self.skipped_updates += 1
         self.consecutive_skips += 1
         now = time.monotonic()
-        if now >= getattr(self, "_next_warning", 0.0):
-            unsaid = self.skipped_updates - getattr(self, "_warned_at", 0) - 1
+        if now >= self._next_warning:
+            unsaid = self.skipped_updates - self._warned_at - 1
             more = f" ({unsaid} more skipped since the last warning)" if unsaid > 0 else ""
             log.warning("skipped learner update %d: non-finite %s%s", self.updates, what, more)
             self._next_warning, self._warned_at = now + self.WARN_EVERY_S, self.skipped_updates

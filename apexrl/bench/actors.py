@@ -220,7 +220,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip", default="", help="comma-separated parts to skip: actors,learner,replay")
     p.add_argument("--out", default=None, help="JSON path (default bench-results/actors-<date>.json)")
     args = p.parse_args(argv)
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     skip = set(filter(None, args.skip.split(",")))
     result: dict[str, Any] = {"date": datetime.now().isoformat(timespec="seconds"), "cpus": os.cpu_count(),
                               "loadavg_start": os.getloadavg(), "paper_frames_per_s_per_actor":

@@ -171,7 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     rows = []
     for env_id in [e.strip() for e in a.envs.split(",") if e.strip()]:
         cfg = preset_for(env_id, a.set)

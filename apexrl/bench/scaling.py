@@ -9,8 +9,8 @@ runs with k batches per shard round trip. Reports updates/s and updates per lear
 second survives a busy host: on 2 shared cores wall rates move with the neighbours' load).
 
 ``actors``: the real ``train`` with N actors x (total_envs / N) envs (``--total-envs 0``: the preset's envs
-per actor, so the system grows with N), free-running (samples_per_insert null), evaluation off; rates are averaged over the reports after replay is warm (learner updating):
-env steps/s, inserts/s (one n-step transition per env step), updates/s, learner idle fraction; where fewer
+per actor, so the system grows with N), free-running (samples_per_insert null), evaluation off; rates are
+averaged over the reports after replay is warm (learner updating): env steps/s, inserts/s (one n-step transition per env step), updates/s, learner idle fraction; where fewer
 than two reports came after learning started, env steps/s is taken over the reports with env steps flowing.
 
 Results go to bench-results/scaling-<mode>-<date>.json. See docs/scaling.md for the model built on them.
@@ -124,13 +124,14 @@ def bench_actors(actors: list[int], total_envs: int, seconds: float, extra: list
     from apexrl.runtime.driver import train
 
     out: dict[str, Any] = {"config": config, "total_envs": total_envs, "seconds": seconds, "runs": []}
+    preset_envs = load(config, extra).actors.envs_per_actor
     for n in actors:
-        envs = max(1, total_envs // n) if total_envs else load(config, extra).actors.envs_per_actor
+        envs = max(1, total_envs // n) if total_envs else preset_envs
         run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"apexrl-scaling-{os.getpid()}-{n}"
         cfg = load(config, [f"actors.num_actors={n}", f"actors.envs_per_actor={envs}",
-                                "replay.samples_per_insert=null", "evaluation.interval_s=0",
-                                f"stop.max_time_s={seconds}", "logging.console=plain", "logging.tensorboard=false",
-                                "checkpoint.every_reports=0", *extra])
+                            "replay.samples_per_insert=null", "evaluation.interval_s=0",
+                            f"stop.max_time_s={seconds}", "logging.console=plain", "logging.tensorboard=false",
+                            "checkpoint.every_reports=0", *extra])
         train(cfg, run_dir=run_dir)
         rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
         warm = [r for r in rows if r.get("learner_updates", 0) > 0 and r.get("updates_per_s", 0) > 0][1:]
