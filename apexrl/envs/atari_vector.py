@@ -19,7 +19,6 @@ not the game (the returned observation is then the true last one, and the game c
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -27,14 +26,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from apexrl.config import EnvConfig
 from apexrl.envs.atari import is_atari
-
-
-def rom_name(env_id: str) -> str:
-    """``ALE/MsPacman-v5``, ``MsPacmanNoFrameskip-v4`` -> ``ms_pacman`` (ale-py's ROM names)."""
-    name = env_id.split("/", 1)[-1].split(":")[-1]
-    name = re.sub(r"-v\d+$", "", name)
-    name = re.sub(r"(NoFrameskip|Deterministic)$", "", name)
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+from apexrl.envs.scores import snake_name as rom_name
 
 
 def ale_vector_reason(cfg: EnvConfig) -> str | None:
@@ -47,6 +39,8 @@ def ale_vector_reason(cfg: EnvConfig) -> str | None:
     except ImportError as e:  # pragma: no cover - ale-py is a dependency
         return f"ale-py has no vector env ({e})"
     rom = rom_name(cfg.id)
+    if rom is None:
+        return f"'{cfg.id}' is not an ALE game id"
     try:
         if roms.get_rom_path(rom) is None:
             return f"ale-py has no ROM '{rom}'"

@@ -79,13 +79,16 @@ ATARI_SCORES: dict[str, tuple[float, float]] = {
 _ID = re.compile(r"^(?:ALE/)?(?P<name>[A-Za-z]+?)(?:NoFrameskip|Deterministic)?(?:-v\d+)?$")
 
 
-def game_name(env_id: str) -> str | None:
-    """``ALE/MontezumaRevenge-v5`` / ``MontezumaRevengeNoFrameskip-v4`` -> ``montezuma_revenge``;
-    None when the id is not one of the 57 games."""
+def snake_name(env_id: str) -> str | None:
+    """``ALE/MontezumaRevenge-v5`` / ``MontezumaRevengeNoFrameskip-v4`` -> ``montezuma_revenge`` (ale-py's
+    ROM name); None when the id is not shaped like an ALE game id."""
     m = _ID.match(env_id)
-    if m is None:
-        return None
-    name = re.sub(r"(?<!^)(?=[A-Z])", "_", m.group("name")).lower()
+    return None if m is None else re.sub(r"(?<!^)(?=[A-Z])", "_", m.group("name")).lower()
+
+
+def game_name(env_id: str) -> str | None:
+    """:func:`snake_name` of one of the 57 games with reference scores; else None."""
+    name = snake_name(env_id)
     return name if name in ATARI_SCORES else None
 
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.atari
 
 @pytest.mark.parametrize("env_id, rom", [("ALE/Pong-v5", "pong"), ("PongNoFrameskip-v4", "pong"),
                                          ("ALE/MsPacman-v5", "ms_pacman"), ("ALE/SpaceInvaders-v5", "space_invaders"),
-                                         ("BreakoutNoFrameskip-v4", "breakout")])
+                                         ("BreakoutNoFrameskip-v4", "breakout"), ("ALE/UpNDown-v5", "up_n_down")])
 def test_rom_names(env_id: str, rom: str) -> None:
     assert rom_name(env_id) == rom
 
