@@ -49,7 +49,6 @@ class EpsilonGreedyPolicy:
             self.net.to(memory_format=torch.channels_last)
         if precision == "auto":
             precision = "bfloat16" if self.device.type == "cpu" and _native_bf16() else "float32"
-        self.precision = precision
         self._autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bfloat16"
                           else contextlib.nullcontext())
         self.num_actions = num_actions
