@@ -36,7 +36,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train Ape-X (default: CartPole-v1 on a local Ray)")
     p.add_argument("--config", "-c", default=None,
-                   help="YAML config file or preset name (cartpole, atari); default: cartpole")
+                   help="YAML config file, preset name (cartpole, atari) or RLlib experiment file; default: cartpole")
+    p.add_argument("--experiment", default=None, metavar="NAME",
+                   help="with an RLlib experiment file: run only this experiment (default: each in turn)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set learner.lr=3e-4 (repeatable)")
     p.add_argument("--max-env-steps", type=int, default=None, help="stop after this many env steps")
@@ -122,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _train_config(args: argparse.Namespace) -> Any:
+def _train_configs(args: argparse.Namespace) -> list[tuple[str | None, Any]]:
     from apexrl import config as C
 
     overrides = list(args.overrides)
@@ -142,8 +144,8 @@ def _train_config(args: argparse.Namespace) -> Any:
             raise UserError(f"--resume {run}: not a run dir (no config.yaml); give a directory under runs/")
         if args.config is not None:
             raise UserError("--resume takes the run's own config.yaml; use --set to change keys, not --config")
-        return C.load(run / "config.yaml", overrides)
-    return C.load(args.config if args.config is not None else "cartpole", overrides)
+        return [(None, C.load(run / "config.yaml", overrides))]
+    return C.load_all(args.config if args.config is not None else "cartpole", overrides, args.experiment)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -151,7 +153,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     from apexrl.runtime.cluster import check_cluster
     from apexrl.runtime.driver import TrainingError, default_run_dir, train
 
-    cfg = _train_config(args)
+    runs = _train_configs(args)
+    if len(runs) > 1 and args.address is None:  # an RLlib file's experiments, in turn, as RLlib ran them
+        codes = []
+        for name, _ in runs:
+            print(f"experiment {name}:")
+            sub = argparse.Namespace(**{**vars(args), "experiment": name, "argv": [*args.argv, "--experiment", name],
+                                        "run_dir": None if args.run_dir is None else str(Path(args.run_dir) / name)})
+            codes.append(cmd_train(sub))
+        return max(codes)
+    if len(runs) > 1:
+        raise UserError("with --address, give one experiment of the file: --experiment NAME")
+    cfg = runs[0][1]
     if args.run_dir is not None and args.resume is not None:
         raise UserError("use either --run-dir or --resume, not both")
     if args.run_dir is not None and Path(args.run_dir).exists() and any(Path(args.run_dir).iterdir()):

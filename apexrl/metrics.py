@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 # flat metrics.jsonl key -> TensorBoard tag
 TB_TAGS = {
     "train_return_mean": "charts/train_return_mean",
+    "train_return_low_explore_mean": "charts/train_return_low_explore_mean",
     "eval_return_mean": "charts/eval_return_mean",
     "eval_return_std": "charts/eval_return_std",
     "env_steps_per_s": "charts/env_steps_per_s",

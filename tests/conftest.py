@@ -15,7 +15,7 @@ def ray_local():
     """A private 2-CPU Ray, always shut down (no processes left behind)."""
     import ray
 
-    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
              logging_level="WARNING")
     try:
         yield ray

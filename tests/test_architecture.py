@@ -13,7 +13,7 @@ import pytest
 
 from apexrl import config as C
 
-PKG = Path(C.__file__).resolve().parent
+PKG = Path(C.__file__).resolve().parent.parent
 
 
 def test_the_dataclass_defaults_are_the_cartpole_preset_that_apexrl_train_runs():
@@ -27,10 +27,10 @@ def test_old_network_key_still_works_and_says_what_to_use(caplog):
     assert "network.torso=[128, 128] and network.head=32" in caplog.text
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, module_level: bool = False) -> set[str]:
     tree = ast.parse(path.read_text())
     out = set()
-    for node in ast.walk(tree):
+    for node in (tree.body if module_level else ast.walk(tree)):
         if isinstance(node, ast.ImportFrom) and node.module:
             out.add(node.module)
         elif isinstance(node, ast.Import):
@@ -45,6 +45,18 @@ def test_the_runtime_imports_no_agent_package_and_speaks_of_no_algorithm():
         text = path.read_text().lower()
         for word in ("epsilon", "q-value", "q_value", "double dqn", "dqn"):
             assert word not in text, f"{path.name} speaks of {word!r}"
+
+
+def test_the_config_sits_below_agents_and_runtime_and_its_layers_import_only_downwards():
+    """At import time; Config.replace reads RLlib keys through the parser when it is called."""
+    layers = ["schema", "validate", "rllib_keys", "rllib", "parse"]
+    for i, name in enumerate(layers):
+        mods = {m for m in _imports(PKG / "config" / f"{name}.py", module_level=True) if m.startswith("apexrl")}
+        allowed = {f"apexrl.config.{lower}" for lower in layers[:i]}
+        assert mods <= allowed, f"config/{name}.py imports {mods - allowed}"
+    from apexrl.agents import BUILDERS
+
+    assert tuple(BUILDERS) == C.AGENTS
 
 
 def test_no_module_is_over_400_lines():

@@ -1,7 +1,8 @@
 """Agents: one package per algorithm behind :class:`~apexrl.agents.base.AgentBuilder`.
 
 ``config.agent`` names the builder. Adding an agent: a package here with a builder, one line in
-``BUILDERS``, and a preset in ``apexrl/configs/``.
+``BUILDERS``, its name in ``apexrl.config.AGENTS`` (the config sits below the agents and does not import
+them), and a preset in ``apexrl/configs/``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from apexrl.agents.base import AgentBuilder
 
-BUILDERS: dict[str, str] = {"dqn": "apexrl.agents.dqn:DQNBuilder", "dpg": "apexrl.agents.dpg:DPGBuilder"}
+BUILDERS: dict[str, str] = {"dqn": "apexrl.agents.dqn:DQNBuilder", "dpg": "apexrl.agents.dpg:DPGBuilder"}  # keys: config.AGENTS
 
 
 def get_builder(name: str) -> AgentBuilder:

@@ -9,8 +9,10 @@
             path = trainer.save()
     trainer.stop()
 
-Actors, shards and the learner keep running between ``train()`` calls; each call advances the same
-driver loop ``apexrl train`` runs (reports, evaluations, checkpoints, restarts) for one iteration.
+Each call advances the driver loop ``apexrl train`` runs (reports, evaluations, checkpoints, restarts) for
+one iteration; between calls the system holds still, as RLlib's Algorithm does: actors and learner finish
+the work in flight and take no more, and the learner's weights are published, so ``get_weights``,
+``compute_single_action``, ``evaluate`` and ``save`` all see the state ``train()`` returned.
 
 It is a Ray Tune ``Trainable``, as RLlib's algorithms are: ``tune.Tuner(ApexTrainer, param_space=config,
 tune_config=tune.TuneConfig(scheduler=ASHAScheduler(...)))`` runs trials of it, and its checkpoints let PBT
@@ -78,11 +80,14 @@ class ApexTrainer(tune.Trainable):
         # Joins the Ray that ray.init(address=...) connected to (or Tune runs on), or starts a loopback one.
         self._started_ray = init_ray(None, num_cpus=logical_cpus(cfg, max(os.cpu_count() or 1, 1)))
         self.topology: Topology | None = None
+        group = _trial_group()
         try:
             self.run_dir = Path(run_dir) if run_dir is not None else Path("runs") / run_name(cfg)
-            self.cfg, self.topology = build_topology(cfg, self.run_dir, model_factory, private=self._started_ray)
+            self.cfg, self.topology = build_topology(cfg, self.run_dir, model_factory, private=self._started_ray,
+                                                     group=group)
             self.system = self.topology.system
             self.loop = Loop(self.cfg, self.topology, self.run_dir, Console(self.cfg.logging.console), None, None)
+            self.loop.holding = True  # the first train() call starts the work
             self.loop.start()
         except BaseException:
             self._shutdown()
@@ -91,12 +96,16 @@ class ApexTrainer(tune.Trainable):
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> Any:
-        """Under Tune: one bundle for the trial's driver loop, one for the learner; actors and shards are
-        scheduled outside the trial's group, on free CPUs (see ``apexrl.tune``)."""
+        """Under Tune, a trial reserves what its system uses, as RLlib's Algorithm did: one bundle for the
+        learner and one per actor (``actors.num_actors``, 1 when unset); the trial's driver loop mostly
+        waits on Ray and takes none, so ``num_workers: 1`` fits a 2-CPU Ray. Replay shards and the
+        parameter server take no CPU."""
         from ray.tune import PlacementGroupFactory
 
         cfg, _ = _config({k: v for k, v in config.items() if k not in ("run_dir", "model_factory")})
-        return PlacementGroupFactory([{"CPU": 1.0}, {"CPU": cfg.learner.num_cpus, "GPU": cfg.learner.num_gpus}])
+        learner = {"CPU": max(cfg.learner.num_cpus, 0.01), "GPU": cfg.learner.num_gpus}
+        actor = {"CPU": max(cfg.actors.num_cpus, 0.01), "GPU": cfg.actors.num_gpus}
+        return PlacementGroupFactory([{}, learner, *[dict(actor) for _ in range(cfg.actors.num_actors or 1)]])
 
     # ------------------------------------------------------------------ training
     def step(self) -> dict[str, Any]:
@@ -104,6 +113,7 @@ class ApexTrainer(tune.Trainable):
         ``min_sample_timesteps_per_iteration`` env steps of the running system, at least one actor chunk."""
         p, spec = self.loop.progress, self.iteration_spec
         t0, steps0, evals0 = time.monotonic(), p.env_steps, p.evaluations
+        self.loop.release()
         self.loop.advance(spec["min_time_s_per_iteration"])
         # At least one actor chunk per iteration (the first waits out the workers' start-up).
         need = max(1.0, spec["min_sample_timesteps_per_iteration"])
@@ -113,13 +123,17 @@ class ApexTrainer(tune.Trainable):
                 raise RuntimeError(f"no env steps in {STARTUP_TIMEOUT_S:g} s: the actors were not scheduled or do not "
                                    "run; check the cluster's free CPUs (ray status)")
             self.loop.advance(0.1)
+        self.loop.hold()
         return self._result(time.monotonic() - t0, evaluated=p.evaluations > evals0)
 
     def _result(self, iter_s: float, evaluated: bool) -> dict[str, Any]:
         p, rec = self.loop.progress, self.loop.last_record
         returns = list(p.recent_returns)
+        low = p.low_exploration_returns()  # RLlib's Ape-X: the lowest-epsilon third of its workers
         out: dict[str, Any] = {
-            "episode_reward_mean": float(np.mean(returns)) if returns else math.nan,
+            "episode_reward_mean": float(np.mean(low)) if low else math.nan,
+            "sampler_results/episode_reward_mean": float(np.mean(low)) if low else math.nan,
+            "info/episode_reward_mean_all_slots": float(np.mean(returns)) if returns else math.nan,
             "episode_reward_min": float(np.min(returns)) if returns else math.nan,
             "episode_reward_max": float(np.max(returns)) if returns else math.nan,
             "episode_len_mean": float(np.mean(p.recent_lengths)) if p.recent_lengths else math.nan,
@@ -205,6 +219,15 @@ class ApexTrainer(tune.Trainable):
             self.topology.kill()
         if self._started_ray:
             shutdown_ray()
+
+
+def _trial_group() -> Any:
+    """The placement group Tune reserved with ``default_resource_request`` (learner + one bundle per actor),
+    or None outside Tune (or under a resource request of another shape)."""
+    from ray.util import get_current_placement_group
+
+    group = get_current_placement_group()
+    return group if group is not None and len(group.bundle_specs) >= 2 else None
 
 
 def _evaluator(trainer: ApexTrainer) -> Any:

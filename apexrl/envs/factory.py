@@ -6,6 +6,7 @@ import difflib
 import functools
 import importlib
 import logging
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -69,7 +70,9 @@ def _raw_make(cfg: EnvConfig, render_mode: str | None = None, **extra: Any) -> g
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     try:
-        return gym.make(cfg.id, **kwargs)
+        with warnings.catch_warnings():  # an old id (CartPole-v0, from an RLlib file) is the user's choice; each
+            warnings.filterwarnings("ignore", message=".*is out of date", category=DeprecationWarning)  # env said it
+            return gym.make(cfg.id, **kwargs)
     except ImportError as e:  # the env's own dependencies (MuJoCo, Box2D, ...), not gymnasium's error type
         raise EnvSpecError(f"cannot make env '{cfg.id}': {e}; {_extra_hint(cfg.id, e)}") from None
     except gym.error.Error as e:

@@ -158,6 +158,7 @@ class Actor:
         t0 = time.perf_counter()
         returns: list[float] = []
         lengths: list[int] = []
+        levels: list[float] = []
         E = self.cfg.actors.envs_per_actor
         for _ in range(num_steps):
             action = self.policy.act(self.obs, self._tokens[:, -1] if self.frames else None)
@@ -188,6 +189,7 @@ class Actor:
                 for e in np.flatnonzero(done):
                     returns.append(float(self._ep_return[e]))
                     lengths.append(int(self._ep_length[e]))
+                    levels.append(float(self.policy.exploration[e]))
                 self._ep_return[done] = 0.0
                 self._ep_length[done] = 0
                 self.episodes += int(done.sum())
@@ -205,6 +207,7 @@ class Actor:
             "total_env_steps": self.env_steps,
             "episode_returns": returns,
             "episode_lengths": lengths,
+            "episode_exploration": levels,
             "exploration": self.policy.exploration.tolist(),
             "exploration_name": self.policy.exploration_name,
             "weights_version": self.weights_version,

@@ -122,20 +122,24 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
 
 
 def build_topology(cfg: Config, rdir: Path, model_factory: ModelFactory | None,
-                   private: bool) -> tuple[Config, Topology]:
+                   private: bool, group: Any = None) -> tuple[Config, Topology]:
     """On a running Ray (``private``: one this process started on loopback): the config fitted to the
     cluster, the run dir and its config.yaml written, the model factory shipped, the Ray actors built.
-    ``apexrl train`` and ``ApexTrainer`` both start a run here."""
+    ``apexrl train`` and ``ApexTrainer`` both start a run here; ``group``: a placement group reserved for
+    the learner and one bundle per actor (a Tune trial's), which then sets the number of actors."""
     host_cpus = max(os.cpu_count() or 1, 1)
     resources = ray.cluster_resources()
     cluster_cpus = float(resources.get("CPU", host_cpus))
-    num_actors = auto_num_actors(cfg, host_cpus if private else cluster_cpus)
-    cfg = fit_to_cluster(cfg, cluster_cpus, float(resources.get("GPU", 0)), num_actors)  # nothing waits
+    if group is not None:
+        num_actors = len(group.bundle_specs) - 1  # the group holds what they need: nothing to fit
+    else:
+        num_actors = auto_num_actors(cfg, host_cpus if private else cluster_cpus)
+        cfg = fit_to_cluster(cfg, cluster_cpus, float(resources.get("GPU", 0)), num_actors)  # nothing waits
     rdir.mkdir(parents=True, exist_ok=True)
     (rdir / "config.yaml").write_text(dump_yaml(cfg))
     if model_factory is not None:
         ship_by_value(model_factory)
-    return cfg, Topology(assemble(cfg, num_actors=num_actors, model_factory=model_factory))
+    return cfg, Topology(assemble(cfg, num_actors=num_actors, model_factory=model_factory), group)
 
 
 class Loop:
@@ -159,12 +163,38 @@ class Loop:
         self.pending: dict[Any, tuple[str, int]] = {}
         self.chunk = {i: first_actor_chunk(cfg.actors.envs_per_actor) for i in range(topology.num_actors)}
         self.learner_chunk = min(1.0, cfg.logging.report_interval_s / 2)
+        self.holding = False  # no new chunks: actors and learner stand still once theirs finish
+        self._actors_held = False
 
     def _start_actor(self, i: int) -> None:
-        self.pending[self.topology.actors[i].run.remote(self.chunk[i])] = ("actor", i)
+        if not (self.holding or self._actors_held):
+            self.pending[self.topology.actors[i].run.remote(self.chunk[i])] = ("actor", i)
 
     def _start_learner(self) -> None:
-        self.pending[self.topology.learner.train.remote(self.learner_chunk)] = ("learner", 0)
+        if not self.holding:
+            self.pending[self.topology.learner.train.remote(self.learner_chunk)] = ("learner", 0)
+
+    def hold(self) -> None:
+        """Let the chunks in flight finish and hand out no more, then publish the learner's weights: the
+        system stands still, and its published weights are the learner's (ApexTrainer between calls).
+        Actors first, while the learner still samples: a rate-limited actor waits for it to finish a send."""
+        self._actors_held = True
+        for role in ("actor", "learner"):
+            self.holding = role == "learner"
+            while any(kind == role for kind, _ in self.pending.values()):
+                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    self.last_learner = self._collect(ref, self.window) or self.last_learner
+                self.start_watch.poll()  # a role Ray never starts ends the wait with one line
+        ray.get(self.topology.learner.publish.remote(), timeout=120)
+
+    def release(self) -> None:
+        """Hand out chunks again after :meth:`hold`."""
+        if self.holding:
+            self.holding = self._actors_held = False
+            for i in range(self.topology.num_actors):
+                self._start_actor(i)
+            self._start_learner()
 
     def _collect(self, ref: Any, window: Window) -> dict[str, Any] | None:
         """One finished chunk: count it and reissue the work; return the learner's stats if it was his."""
@@ -269,7 +299,7 @@ class Loop:
         record = self.reporter.report(now - self.t_start, self.window, self.last_learner, self.eval_returns)
         self.last_record = record
         self.stop_reason = self.stop.check(self.eval_returns, record["time_s"], self.progress.env_steps,
-                                           now - self.t_start)
+                                           now - self.t_start, self.progress.low_exploration_returns())
         self.eval_returns = None
         self.window = Window(now)
         every = self.cfg.checkpoint.every_reports

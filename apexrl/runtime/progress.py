@@ -28,6 +28,9 @@ class Progress:
     actor_returns: dict[int, deque[float]] = field(default_factory=dict)
     actor_exploration: dict[int, tuple[str, float]] = field(default_factory=dict)
     actor_dropped: dict[int, int] = field(default_factory=dict)  # batches lost to a dead shard, per live actor
+    slot_levels: dict[int, list[float]] = field(default_factory=dict)  # exploration of each actor's env slots
+    recent_episodes: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=5000))  # (return,
+    #                                                              exploration of the slot that played it)
 
     def on_actor(self, i: int, res: dict[str, Any]) -> None:
         self.env_steps += res["env_steps"]
@@ -37,6 +40,18 @@ class Progress:
         self.actor_returns.setdefault(i, deque(maxlen=20)).extend(res["episode_returns"])
         self.actor_exploration[i] = (res["exploration_name"], float(np.mean(res["exploration"])))
         self.actor_dropped[i] = int(res.get("dropped_sends", 0))
+        self.slot_levels[i] = list(res["exploration"])
+        self.recent_episodes.extend(zip(res["episode_returns"], res.get("episode_exploration", ()), strict=False))
+
+    def low_exploration_returns(self, window: int = 100) -> list[float]:
+        """Returns of the last ``window`` training episodes played by the least-exploring third of the env
+        slots (ties included): what RLlib's Ape-X reported as episode_reward_mean, whose metrics came from
+        the least-exploring third of its workers, so the figure tracks the policy rather than the exploration."""
+        levels = sorted(v for slot in self.slot_levels.values() for v in slot)
+        if not levels:
+            return []
+        cut = levels[-(-len(levels) // 3) - 1]
+        return [r for r, level in self.recent_episodes if level <= cut][-window:]
 
     def on_evaluation(self, returns: list[float]) -> None:
         if returns:

@@ -59,6 +59,7 @@ class Reporter:
             "learner_updates": p.updates,
             "episodes": p.episodes,
             "train_return_mean": float(np.mean(p.recent_returns)) if p.recent_returns else None,
+            "train_return_low_explore_mean": float(np.mean(low)) if (low := p.low_exploration_returns()) else None,
             "env_steps_per_s": w.steps / dt,
             "updates_per_s": w.updates / dt,
             "learner_idle_fraction": (w.idle / w.learn_time) if w.learn_time > 0 else None,

@@ -33,14 +33,22 @@ def _shard_strategy(system: System, i: int) -> Any:
     return NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False) if nodes else _strategy(system)
 
 
-class Topology:
-    """Creates and holds the Ray actors of one run."""
+def _bundle(group: Any, index: int) -> dict[str, Any]:
+    """Options placing a role in bundle ``index`` of ``group`` (a Tune trial's placement group)."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    def __init__(self, system: System) -> None:
+    return {"scheduling_strategy": PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index)}
+
+
+class Topology:
+    """Creates and holds the Ray actors of one run. ``group``: a placement group whose bundle 0 holds the
+    learner and bundle 1 + i actor i (a Tune trial's, see ``ApexTrainer.default_resource_request``)."""
+
+    def __init__(self, system: System, group: Any = None) -> None:
         from apexrl.runtime.transport import ParameterServer
 
         cfg = system.cfg
-        self.system, self.cfg, self.num_actors = system, cfg, system.num_actors
+        self.system, self.cfg, self.num_actors, self.group = system, cfg, system.num_actors, group
         self.ps = ParameterServer.remote()
         self.shards = [self.make_shard(i) for i in range(cfg.replay.num_shards)]
         self.learner = self.make_learner()
@@ -51,7 +59,8 @@ class Topology:
         from apexrl.runtime.workers import LearnerWorker
 
         cfg = self.cfg
-        return LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus).remote(
+        where = _bundle(self.group, 0) if self.group is not None else {}
+        return LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus, **where).remote(
             self.system, self.shards, self.ps, threads=max(1, int(cfg.learner.num_cpus)))
 
     def make_shard(self, i: int) -> Any:
@@ -64,8 +73,9 @@ class Topology:
         from apexrl.runtime.workers import ActorWorker
 
         a = self.cfg.actors
-        return ActorWorker.options(num_cpus=a.num_cpus, num_gpus=a.num_gpus, scheduling_strategy=_strategy(self.system)
-                                   ).remote(self.system, i, self.shards, self.ps)
+        where = _bundle(self.group, 1 + i) if self.group is not None else {"scheduling_strategy": _strategy(self.system)}
+        return ActorWorker.options(num_cpus=a.num_cpus, num_gpus=a.num_gpus, **where).remote(self.system, i,
+                                                                                             self.shards, self.ps)
 
     def set_shards(self, shards: list[Any]) -> None:
         """Point the learner and the actors at a new shard set (one was replaced)."""

@@ -89,6 +89,13 @@ class LearnerWorker:
     def train(self, duration_s: float, max_updates: int | None = None) -> dict[str, Any]:
         return self.loop.train(duration_s, max_updates)
 
+    def publish(self) -> int:
+        """Publish the current weights now and return once the parameter server holds them (the trainer
+        holds still with exactly these)."""
+        self.loop.publish()
+        ray.get(self.ps.get.remote(self.loop.version - 1, 30.0), timeout=60)
+        return self.loop.version
+
     def state_dict(self) -> dict[str, Any]:
         return self.loop.learner.state_dict()
 

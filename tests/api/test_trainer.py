@@ -4,6 +4,7 @@ restore into a fresh trainer, actions from the newest weights, a clear error for
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -83,21 +84,75 @@ def test_the_articles_train_py_runs_on_apexrl(tmp_path):
     assert any(line.startswith("Checkpoint saved at ") and "path=" in line for line in lines)  # Tune's result
 
 
-def test_tune_runs_apex_trainer_trials_with_asha_and_keeps_checkpoints(tmp_path, monkeypatch, ray_local):
+def test_the_issue_tune_program_runs_both_trials_on_a_2_cpu_ray_and_picks_the_learning_rate(
+        tmp_path, monkeypatch, ray_local):
+    """A 2-CPU laptop's Tune + ASHA program: each trial reserves its learner and actor, so the trials take
+    turns instead of waiting forever for CPUs held by the other."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
     monkeypatch.chdir(tmp_path)
-    space = {**CONFIG, "num_workers": 1, "lr": tune.grid_search([2e-3, 1e-7])}
+    space = {"env": "CartPole-v1", "num_workers": 1, "lr": tune.grid_search([2e-3, 1e-5]),
+             "evaluation": {"interval_s": 0}, "logging": {"report_interval_s": 1.0}}
     tuner = tune.Tuner(
         ApexTrainer, param_space=space,
-        tune_config=tune.TuneConfig(scheduler=ASHAScheduler(metric="episode_reward_mean", mode="max", max_t=3,
-                                                            grace_period=1), max_concurrent_trials=1),
-        run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), stop={"training_iteration": 3},
+        tune_config=tune.TuneConfig(scheduler=ASHAScheduler(metric="episode_reward_mean", mode="max", max_t=8,
+                                                            grace_period=8)),
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), stop={"training_iteration": 8},
                                   checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)))
     results = tuner.fit()
     assert len(results) == 2 and not results.errors
+    assert all(r.metrics["training_iteration"] == 8 for r in results)
     best = results.get_best_result(metric="episode_reward_mean", mode="max")
-    assert best.metrics["training_iteration"] >= 1 and best.metrics["timesteps_total"] > 0
+    assert best.config["lr"] == 2e-3, [(r.config["lr"], r.metrics["episode_reward_mean"]) for r in results]
     _, state = load_latest(Path(best.checkpoint.path))
     assert state["counters"]["env_steps"] > 0 and state["learner"]["updates"] > 0
+
+
+def test_a_trial_reserves_its_learner_and_each_actor_and_nothing_for_its_driver():
+    request = ApexTrainer.default_resource_request({"env": "CartPole-v1", "num_workers": 3})
+    assert request.head_bundle_is_empty
+    assert request.bundles == [{"CPU": 1.0}] * 4  # learner + 3 actors
+
+
+STILL = {**CONFIG, "num_workers": 1, "min_time_s_per_iteration": 1, "evaluation": {"interval_s": 0}}
+DPG_STILL = {"env": "Pendulum-v1", "tau": 0.005, "num_workers": 1, "min_time_s_per_iteration": 1,
+             "replay": {"learning_starts": 200, "capacity": 5000}, "network": {"torso": [32]},
+             "evaluation": {"interval_s": 0}, "logging": {"report_interval_s": 0.5}}
+
+
+@pytest.mark.parametrize("config,states", [
+    (STILL, np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)),
+    (DPG_STILL, np.random.default_rng(0).normal(size=(20, 3)).astype(np.float32)),
+], ids=["dqn", "dpg"])
+def test_between_train_calls_the_trainer_holds_still_and_a_restored_one_acts_as_the_saved_one(
+        tmp_path, monkeypatch, config, states):
+    monkeypatch.chdir(tmp_path)
+    trainer = ApexTrainer(config=config)
+    try:
+        while trainer.train()["info/learner/updates"] == 0:
+            pass
+        result = trainer.train()
+        weights = trainer.get_weights()
+        actions = [trainer.compute_single_action(s) for s in states]
+        counters = (result["timesteps_total"], result["info/learner/updates"])
+        time.sleep(3)  # an RLlib user's pause between calls
+        assert _same(trainer.get_weights(), weights)
+        np.testing.assert_array_equal([trainer.compute_single_action(s) for s in states], actions)
+        path = trainer.save().checkpoint.path
+        _, state = load_latest(Path(path))
+        assert (state["counters"]["env_steps"], state["counters"]["learner_updates"]) == counters
+        assert _same(state["learner"]["net"], weights)
+    finally:
+        trainer.stop()
+    fresh = ApexTrainer(config=config)
+    try:
+        fresh.restore(path)
+        assert _same(fresh.get_weights(), weights)
+        np.testing.assert_array_equal([fresh.compute_single_action(s) for s in states], actions)
+    finally:
+        fresh.stop()
+
+
+def _same(a: dict, b: dict) -> bool:
+    return set(a) == set(b) and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)

@@ -69,3 +69,29 @@ def test_in_process_it_stops_at_the_first_refused_sample():
     shard.min_size = shard.limiter.min_size = 1000  # warming up: every sample refused
     res = loop.train(60.0, stop_when_refused=True)
     assert res["updates"] == 0
+
+
+def test_the_training_mean_rllib_reported_is_over_the_least_exploring_third_of_the_slots():
+    from apexrl.runtime.progress import Progress
+
+    p = Progress(num_actors=2)
+    # six slots; the least-exploring third: levels 0.001 and 0.01 (two slots), level 0.01 shared by two
+    p.on_actor(0, {"env_steps": 3, "episode_returns": [10.0, 20.0, 30.0], "episode_lengths": [1, 1, 1],
+                   "episode_exploration": [0.4, 0.01, 0.001], "exploration": [0.4, 0.1, 0.01],
+                   "exploration_name": "epsilon"})
+    p.on_actor(1, {"env_steps": 2, "episode_returns": [40.0, 50.0], "episode_lengths": [1, 1],
+                   "episode_exploration": [0.2, 0.01], "exploration": [0.2, 0.05, 0.001],
+                   "exploration_name": "epsilon"})
+    assert p.low_exploration_returns() == [20.0, 30.0, 50.0]
+    assert p.low_exploration_returns(window=2) == [30.0, 50.0]
+
+
+def test_a_run_stops_on_the_training_mean_only_with_ten_episodes_of_those_slots():
+    from apexrl.config import StopConfig
+    from apexrl.runtime.stopping import StopConditions
+
+    stop = StopConditions(StopConfig(train_return=150.0))
+    assert stop.check(None, 1.0, 100, 1.0, [200.0] * 9) == ""
+    assert stop.check(None, 1.0, 100, 1.0, [140.0] * 10) == ""
+    assert "training mean 160.0" in stop.check(None, 2.0, 200, 2.0, [160.0] * 10)
+    assert (stop.time_to_target, stop.steps_to_target) == (2.0, 200)

@@ -10,7 +10,7 @@ import torch
 from apexrl.agents.base import ModelFactory
 from apexrl.agents.dpg.learner import DPGLearner
 from apexrl.agents.dpg.networks import ActionScale, build_actor_critic
-from apexrl.agents.dpg.policy import GaussianNoisePolicy, actor_noise_scales
+from apexrl.agents.dpg.policy import NoisePolicy, actor_noise_scales
 from apexrl.config import Config
 from apexrl.envs import EnvSpecError
 
@@ -38,18 +38,18 @@ class DPGBuilder:
 
     def make_actor_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space,
                           actor_index: int, num_actors: int, num_envs: int, seed: int,
-                          key_capacity: int = 0) -> GaussianNoisePolicy:
+                          key_capacity: int = 0) -> NoisePolicy:
         d = cfg.dpg
         noise = actor_noise_scales(actor_index, num_actors, num_envs, d.noise_max, d.noise_min,
                                    cfg.actors.epsilon_per)
         warmup = -(-cfg.replay.learning_starts // num_actors)
-        return GaussianNoisePolicy(network, ActionScale(action_space), noise, seed,  # type: ignore[arg-type]
-                                   cfg.replay.priority_eps, warmup)
+        return NoisePolicy(network, ActionScale(action_space), noise, seed,  # type: ignore[arg-type]
+                                   cfg.replay.priority_eps, warmup, d.ou_theta if d.noise == "ou" else None)
 
     def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
-                         seed: int, explore: float | None = None) -> GaussianNoisePolicy:
+                         seed: int, explore: float | None = None) -> NoisePolicy:
         noise = cfg.evaluation.epsilon if explore is None else explore
-        return GaussianNoisePolicy(network, ActionScale(action_space), np.full(num_envs, noise),  # type: ignore[arg-type]
+        return NoisePolicy(network, ActionScale(action_space), np.full(num_envs, noise),  # type: ignore[arg-type]
                                    seed, cfg.replay.priority_eps)
 
     def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,

@@ -1,7 +1,10 @@
-"""Acting with Gaussian action noise and the actor-side initial priorities of Ape-X DPG (Horgan et al., 2018).
+"""Acting with action noise and the actor-side initial priorities of Ape-X DPG (Horgan et al., 2018).
 
 Ape-X gives each actor its own exploration; for DPG that is the scale of the action noise, spread from
-``noise_max`` to ``noise_min`` over all env slots as Ape-X spreads epsilon. Until an actor has taken its
+``noise_max`` to ``noise_min`` over all env slots as Ape-X spreads epsilon. The noise is Gaussian per step,
+or Ornstein-Uhlenbeck (DDPG's; RLlib's Ape-X DDPG default): an AR(1) process per slot and action dimension
+with unit stationary std, ``x <- (1 - theta) x + sqrt(1 - (1 - theta)^2) n``, times the slot's scale, so a
+push lasts ~1/theta steps and carries an underpowered car up a hill where independent noise cancels out. Until an actor has taken its
 share of ``replay.learning_starts`` env steps it acts uniformly at random, so replay starts with varied
 data rather than the untrained policy's near-constant actions (as TD3 and SB3 do).
 
@@ -49,11 +52,11 @@ def td_priorities(net: torch.nn.Module, obs: np.ndarray, unit_action: np.ndarray
     return ((target - q_sa).abs() + eps).double().numpy()
 
 
-class GaussianNoisePolicy:
+class NoisePolicy:
     exploration_name = "noise"
 
     def __init__(self, net: torch.nn.Module, scale: ActionScale, noise: np.ndarray, seed: int,
-                 priority_eps: float, warmup_steps: int = 0) -> None:
+                 priority_eps: float, warmup_steps: int = 0, ou_theta: float | None = None) -> None:
         self.net = net
         self.net.eval()
         self.scale = scale
@@ -62,6 +65,8 @@ class GaussianNoisePolicy:
         self.priority_eps = priority_eps
         self.warmup_steps = warmup_steps
         self.steps = 0
+        self.ou_theta = ou_theta  # None: Gaussian noise
+        self._ou: np.ndarray | None = None
 
     def set_weights(self, weights: Weights) -> None:
         load_numpy_state_dict(self.net, weights)
@@ -76,9 +81,21 @@ class GaussianNoisePolicy:
             unit = self.net(torch.as_tensor(obs)).numpy().astype(np.float64)
             sigma = self.exploration[:E].reshape(-1, *([1] * (unit.ndim - 1)))
             if sigma.any():
-                unit = np.clip(unit + sigma * self.rng.standard_normal(shape), -1.0, 1.0)
+                unit = np.clip(unit + sigma * self._noise(shape), -1.0, 1.0)
         self.steps += E
         return self.scale.to_env(unit)
+
+    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Unit-std noise: independent draws, or the next step of each slot's OU process."""
+        n = self.rng.standard_normal(shape)
+        if self.ou_theta is None:
+            return n
+        if self._ou is None or self._ou.shape != shape:
+            self._ou = n  # start in the stationary distribution
+        else:
+            keep = 1.0 - self.ou_theta
+            self._ou = keep * self._ou + np.sqrt(1.0 - keep * keep) * n
+        return self._ou
 
     def priorities(self, batch: Batch) -> np.ndarray:
         return td_priorities(self.net, batch["obs"], self.scale.to_unit(batch["action"]), batch["reward"],

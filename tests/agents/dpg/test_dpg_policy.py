@@ -8,7 +8,7 @@ import torch
 
 from apexrl.agents import get_builder
 from apexrl.agents.dpg.networks import ActionScale, ActorCritic
-from apexrl.agents.dpg.policy import GaussianNoisePolicy, actor_noise_scales, noise_scale_schedule
+from apexrl.agents.dpg.policy import NoisePolicy, actor_noise_scales, noise_scale_schedule
 from apexrl.config import Config
 from apexrl.envs import EnvSpecError
 
@@ -34,7 +34,7 @@ def test_noise_is_spread_geometrically_over_env_slots_and_interleaved_over_actor
 def _policy(noise, warmup=0, seed=0):
     torch.manual_seed(0)
     net = ActorCritic(3, (2,), [8], critics=2)
-    return net, GaussianNoisePolicy(net, ActionScale(BOX), np.asarray(noise, float), seed, 1e-6, warmup)
+    return net, NoisePolicy(net, ActionScale(BOX), np.asarray(noise, float), seed, 1e-6, warmup)
 
 
 def test_warm_up_acts_uniformly_within_the_box_then_the_noiseless_slot_acts_greedily():
@@ -126,3 +126,25 @@ def test_a_users_model_factory_builds_the_policy_and_critics():
     critic0 = learner.net.critic.weight.clone()
     prios, _ = learner.update(b, np.ones(4, np.float32))
     assert prios.shape == (4,) and not torch.equal(critic0, learner.net.critic.weight)
+
+
+def test_ou_noise_has_each_slots_std_and_is_correlated_over_steps_as_theta_says():
+    theta, steps = 0.15, 20000
+    policy = NoisePolicy(torch.nn.Identity(), ActionScale(BOX), np.array([1.0, 0.1]), 0, 1e-6, ou_theta=theta)
+    x = np.stack([policy._noise((2, 2)) for _ in range(steps)])  # [T, slots, action dims], unit std
+    assert np.std(x) == pytest.approx(1.0, abs=0.05)
+    lag1 = np.mean([np.corrcoef(x[:-1, s, d], x[1:, s, d])[0, 1] for s in range(2) for d in range(2)])
+    assert lag1 == pytest.approx(1 - theta, abs=0.02)  # Gaussian noise: 0
+    gaussian = NoisePolicy(torch.nn.Identity(), ActionScale(BOX), np.array([1.0]), 0, 1e-6)
+    g = np.stack([gaussian._noise((1, 1)) for _ in range(steps)])[:, 0, 0]
+    assert abs(np.corrcoef(g[:-1], g[1:])[0, 1]) < 0.03
+
+
+def test_the_builder_gives_actors_ou_noise_when_the_config_asks():
+    cfg = Config().replace(**{"agent": "dpg", "env.id": "Pendulum-v1", "dpg.noise": "ou", "dpg.ou_theta": 0.3})
+    builder = get_builder("dpg")
+    space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+    net = builder.make_network(cfg, gym.spaces.Box(-1, 1, (3,), np.float32), space)
+    assert builder.make_actor_policy(cfg, net, space, 0, 1, 4, 0).ou_theta == 0.3
+    assert builder.make_actor_policy(Config().replace(**{"agent": "dpg", "env.id": "Pendulum-v1"}), net, space, 0, 1,
+                                     4, 0).ou_theta is None

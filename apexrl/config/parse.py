@@ -17,32 +17,15 @@ from typing import Any
 
 import yaml
 
-from apexrl.config import PRESETS_DIR, Config, ConfigError
-from apexrl.config_validate import _CHOICES, validate
+import apexrl.config.rllib as rllib
+from apexrl.config.rllib_keys import KEYS
+from apexrl.config.schema import PRESETS_DIR, Config, ConfigError
+from apexrl.config.validate import _CHOICES, validate
 
 log = logging.getLogger("apexrl.config")
 
-# RLlib-style keys of the seed article's config dict, mapped to ours.
-ALIASES: dict[str, str] = {
-    "num_workers": "actors.num_actors",
-    "num_env_runners": "actors.num_actors",
-    "num_envs_per_worker": "actors.envs_per_actor",
-    "num_envs_per_env_runner": "actors.envs_per_actor",
-    "lr": "learner.lr",
-    "train_batch_size": "learner.batch_size",
-    "rollout_fragment_length": "actors.send_every",
-    "num_gpus": "learner.num_gpus",
-    "env": "env.id",
-    "gamma": "learner.gamma",
-    "n_step": "learner.n_step",
-    "buffer_size": "replay.capacity",
-    "target_network_update_freq": "learner.target_update_period",
-    "num_steps_sampled_before_learning_starts": "replay.learning_starts",
-    "learning_starts": "replay.learning_starts",
-    "seed": "seed",
-}
-# RLlib keys that carry no meaning here but appear in copied configs; accepted when harmless.
-_IGNORED = {"framework": {"torch"}}
+# RLlib keys that are plain renames (``--set lr=1e-4``); the rest convert through apexrl.config.rllib.
+ALIASES: dict[str, str] = {k.rllib: k.sets for k in KEYS if k.rename and "." not in k.rllib}
 
 
 def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
@@ -60,24 +43,12 @@ def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
 
 
 def _flatten_aliases(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Move top-level RLlib-style keys (``lr: 1e-4``) to their place in the tree."""
-    data: dict[str, Any] = {}
-    sections = {f.name for f in dataclasses.fields(Config) if dataclasses.is_dataclass(f.default_factory)}  # type: ignore[arg-type]
-    aliased: list[tuple[str, Any]] = []
-    for k, v in raw.items():
-        if k in _IGNORED:
-            if v not in _IGNORED[k]:
-                raise ConfigError(f"config key '{k}' = {v!r} is not supported; allowed: {sorted(_IGNORED[k])}")
-            continue
-        if k == "env" and isinstance(v, str):
-            aliased.append((k, v))
-        elif k in sections or k not in ALIASES:
-            data[k] = v
-        else:
-            aliased.append((k, v))
-    for k, v in aliased:
-        set_dotted(data, k, v)
-    return data
+    """RLlib's keys (``lr: 1e-4``, ``replay_buffer_config: {...}``) mapped into the tree; an RLlib
+    experiment file (named experiments with ``run``) must be read with :func:`load_all`."""
+    if rllib.is_experiment_file(raw):
+        names = ", ".join(raw)
+        raise ConfigError(f"this is an RLlib experiment file ({names}); give it as a file: apexrl train --config FILE")
+    return rllib.translate(raw)
 
 
 def _type_name(tp: Any) -> str:
@@ -243,11 +214,47 @@ def _looks_numeric(s: str) -> bool:
     return True
 
 
-def load(path: str | os.PathLike[str] | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """The CLI's entry: preset or file, then ``--set`` overrides, then validation."""
+def load_all(path: str | os.PathLike[str] | None = None, overrides: list[str] | tuple[str, ...] = (),
+             experiment: str | None = None) -> list[tuple[str | None, Config]]:
+    """The CLI's entry: a preset, an apexrl file or an RLlib experiment file (each experiment, or the one
+    named), then ``--set`` overrides, then validation. RLlib keys among the overrides are mapped with the
+    file's config, so ``--set num_workers=2`` means what it means in RLlib."""
     data = load_yaml(path) if path is not None else {}
-    data = _flatten_aliases(data)
-    for text in overrides:
-        k, v = parse_override(text)
-        set_dotted(data, k, v)
+    sets = [parse_override(t) for t in overrides]
+    if rllib.is_experiment_file(data):
+        runs = rllib.experiments(data)
+        if experiment is not None:
+            runs = [r for r in runs if r[0] == experiment]
+            if not runs:
+                raise ConfigError(f"no experiment '{experiment}' in '{path}'; it has: {', '.join(data)}")
+        theirs = {k: v for k, v in sets if rllib.is_rllib_key(k)}
+        if theirs:
+            runs = [(n, _merge_rllib(n, data, theirs)) for n, _ in runs]
+        return [(name, _apply(raw, sets)) for name, raw in runs]
+    if experiment is not None:
+        raise ConfigError(f"--experiment {experiment}: '{path}' is not an RLlib experiment file")
+    data = dict(data)
+    data.update({k: v for k, v in sets if rllib.is_rllib_key(k) and k not in rllib.APEXRL_TOP})
+    return [(None, _apply(_flatten_aliases(data), sets))]
+
+
+def _merge_rllib(name: str, data: Mapping[str, Any], theirs: Mapping[str, Any]) -> dict[str, Any]:
+    exp = dict(data[name])
+    exp["config"] = {**(exp.get("config") or {}), **theirs}
+    return rllib.experiments({name: exp})[0][1]
+
+
+def _apply(data: dict[str, Any], sets: list[tuple[str, Any]]) -> Config:
+    for k, v in sets:
+        if not (rllib.is_rllib_key(k) and k not in rllib.APEXRL_TOP):
+            set_dotted(data, k, v)
     return from_dict(data)
+
+
+def load(path: str | os.PathLike[str] | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """:func:`load_all` for a file of one run."""
+    runs = load_all(path, overrides)
+    if len(runs) > 1:
+        raise ConfigError(f"'{path}' holds {len(runs)} experiments ({', '.join(str(n) for n, _ in runs)}); "
+                          "pick one with --experiment NAME")
+    return runs[0][1]

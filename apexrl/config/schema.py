@@ -1,8 +1,8 @@
-"""The whole run configuration: one frozen dataclass tree, YAML presets, ``--set`` overrides, validation.
+"""The run configuration's schema: one frozen dataclass tree; nothing here imports the rest of apexrl.
 
 Every field has a comment with its unit and, where the value is not the paper's, why this value. The
 dataclass defaults are the CartPole preset ``apexrl train`` runs: one source of defaults. Parsing
-(``config_parse``) and validation (``config_validate``) happen before anything starts (no Ray, no run
+(``apexrl.config.parse``) and validation (``apexrl.config.validate``) happen before anything starts (no Ray, no run
 dir), and each error names the key, the bad value and what is allowed, so the CLI prints one line, exit 2.
 """
 
@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-PRESETS_DIR = Path(__file__).parent / "configs"
+PRESETS_DIR = Path(__file__).parent.parent / "configs"
+AGENTS = ("dqn", "dpg")  # config.agent's choices; apexrl.agents.BUILDERS builds each
 log = logging.getLogger(__name__)
 
 
@@ -124,6 +125,10 @@ class DPGConfig:
     noise_max: float = 0.5  # Gaussian action-noise std of the most exploring env slot ([-1, 1] scale)
     noise_min: float = 0.05  # ...and of the least: slots in between are spread geometrically, as Ape-X
     #                          spreads epsilon, so some actors explore widely and some act nearly greedily
+    noise: str = "gaussian"  # gaussian (independent per step) | ou (Ornstein-Uhlenbeck: correlated over steps,
+    #                          so an action keeps its direction long enough to reach far states, e.g. the goal
+    #                          of MountainCarContinuous); noise_max/noise_min are its stationary stds either way
+    ou_theta: float = 0.15  # OU pull toward 0 per step; the noise forgets itself over ~1/theta steps (DDPG: 0.15)
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,9 @@ class StopConfig:
     max_env_steps: int | None = None  # env steps over all actors
     max_time_s: float | None = None  # wall seconds of this invocation (a resumed run gets them anew)
     target_return: float | None = None  # stop when the evaluation mean reaches this
+    train_return: float | None = None  # stop when training episodes reach this mean: the last 100 (at least 10)
+    #                                    played by the least-exploring third of the env slots, as RLlib's Ape-X
+    #                                    reported episode_reward_mean (its lowest-epsilon third of workers)
 
 
 @dataclass(frozen=True)
@@ -173,12 +181,18 @@ class Config:
     stop: StopConfig = field(default_factory=StopConfig)
 
     def replace(self, **dotted: Any) -> Config:
-        """Return a validated copy with ``{"learner.lr": 1e-4}``-style overrides applied."""
-        from apexrl.config_parse import set_dotted
+        """Return a validated copy with ``{"learner.lr": 1e-4}``-style overrides applied (RLlib keys too)."""
+        from apexrl.config import rllib  # parsing sits above the schema
+        from apexrl.config.parse import from_dict, set_dotted
 
         data = to_dict(self)
+        theirs = {k: v for k, v in dotted.items() if rllib.is_rllib_key(k) and k not in rllib.APEXRL_TOP}
+        if theirs:
+            data = rllib.merge(data, rllib.translate({**theirs, "agent": self.agent}, identity=False, base=data))
         for key, value in dotted.items():
-            if ALIASES.get(key, key) == "network.hidden_sizes":  # the deprecated key replaces both new ones
+            if key in theirs:
+                continue
+            if key == "network.hidden_sizes":  # the deprecated key replaces both new ones
                 data["network"].pop("torso"), data["network"].pop("head")
             set_dotted(data, key, value)
         return from_dict(data)
@@ -215,13 +229,3 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def dump_yaml(cfg: Config) -> str:
     return yaml.safe_dump(to_dict(cfg), sort_keys=False)
-
-
-# Parsing and validation live beside this module; their entry points are part of apexrl.config's API.
-from apexrl.config_parse import ALIASES, from_dict, load, load_yaml, parse_override, resolve_path  # noqa: E402
-from apexrl.config_validate import validate  # noqa: E402
-
-__all__ = ["ALIASES", "ActorsConfig", "CheckpointConfig", "Config", "ConfigError", "DPGConfig", "EnvConfig", "EvaluationConfig",
-           "LearnerConfig", "LoggingConfig", "NetworkConfig", "PRESETS_DIR", "ReplayConfig", "StopConfig",
-           "dump_yaml", "flatten", "from_dict", "load", "load_yaml", "parse_override", "resolve_path", "to_dict",
-           "validate"]

@@ -6,20 +6,20 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING, Any
 
-from apexrl.agents import BUILDERS
-from apexrl.config import ConfigError
+from apexrl.config.schema import AGENTS, ConfigError
 
 if TYPE_CHECKING:
-    from apexrl.config import Config
+    from apexrl.config.schema import Config
 
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "agent": tuple(BUILDERS),
+    "agent": AGENTS,
     "network.kind": ("auto", "mlp", "nature_cnn", "minatar"),
     "env.vector": ("auto", "gymnasium", "ale"),
     "actors.epsilon_per": ("env", "actor"),
     "actors.placement": ("pack", "spread"),
     "actors.precision": ("float32", "bfloat16", "auto"),
     "learner.optimizer": ("adam", "rmsprop"),
+    "dpg.noise": ("gaussian", "ou"),
     "learner.loss": ("huber", "mse"),
     "logging.console": ("auto", "live", "plain", "off"),
 }
@@ -119,6 +119,7 @@ def validate(cfg: Config) -> Config:
     _check(d.noise_max >= 0, "dpg.noise_max", d.noise_max, "a number >= 0 (action-noise std, [-1, 1] scale)")
     _check(0 <= d.noise_min <= d.noise_max, "dpg.noise_min", d.noise_min,
            f"a number in [0, dpg.noise_max = {d.noise_max}]")
+    _check(0.0 < d.ou_theta <= 1.0, "dpg.ou_theta", d.ou_theta, "a number in (0, 1] (1 = no correlation)")
     if cfg.agent == "dpg":
         _check(cfg.network.kind in ("auto", "mlp"), "network.kind", cfg.network.kind,
                "auto or mlp with agent 'dpg' (its actor and critic are MLPs over flattened observations)")
