@@ -102,3 +102,53 @@ def test_an_env_whose_package_is_missing_is_one_line_naming_the_extra(capsys, in
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert "pip install 'apexrl[mujoco]'" in err
     assert not (in_tmp / "runs").exists()
+
+
+RLLIB_FILE = """\
+# RLlib's experiment-file format: two experiments, run in turn
+small:
+    env: CartPole-v1
+    run: APEX
+    stop:
+        timesteps_total: 1500
+    config:
+        framework: tf
+        num_workers: 1
+        model: {fcnet_hiddens: [32]}
+        hiddens: [32]
+        replay_buffer_config: {learning_starts: 200}
+        evaluation_interval: 0
+        min_time_s_per_iteration: 0.5
+learns:
+    env: CartPole-v0
+    run: APEX
+    stop:
+        episode_reward_mean: 40
+        timesteps_total: 100000
+    config:
+        num_workers: 1
+        num_envs_per_worker: 8
+        min_time_s_per_iteration: 0.5
+"""
+
+
+@pytest.mark.timeout(300)
+def test_an_rllib_experiment_file_runs_each_experiment_to_its_own_stop(capsys, in_tmp):
+    (in_tmp / "apex.yaml").write_text(RLLIB_FILE)
+    code = main(["train", "--config", "apex.yaml", "--run-dir", "out", "--console", "plain"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "experiment small:" in out.out and "experiment learns:" in out.out
+    assert "reached 1,500 env steps" in out.out
+    assert "training mean" in out.out and ">= target 40" in out.out  # RLlib's episode_reward_mean criterion
+    assert (in_tmp / "out" / "small" / "config.yaml").exists() and (in_tmp / "out" / "learns" / "config.yaml").exists()
+    assert "framework (apexrl runs PyTorch" in out.err
+
+
+def test_an_rllib_key_apexrl_cannot_honour_is_one_line_exit_2_and_no_run_dir(capsys, in_tmp):
+    (in_tmp / "rainbow.yaml").write_text("rainbow:\n  env: CartPole-v1\n  run: APEX\n  config:\n"
+                                         "    framework: tf\n    num_atoms: 51\n")
+    code, err = run_cli(["train", "--config", "rainbow.yaml"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "RLlib key 'num_atoms' = 51 is not supported: distributional DQN" in err
+    assert not (in_tmp / "runs").exists()

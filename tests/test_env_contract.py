@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -70,3 +71,20 @@ def test_a_nan_reward_stops_the_run_with_one_line_after_a_final_checkpoint(tmp_p
     assert os.path.exists(ckpt)
     for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines():  # strict JSON
         json.loads(line, parse_constant=lambda t: (_ for _ in ()).throw(ValueError(t)))
+
+
+def test_with_non_finite_drop_the_run_goes_on_and_says_so_at_most_once_per_report(tmp_path):
+    cmd = [sys.executable, "-m", "apexrl", "train", "--set", "env.id=apexrl.envs.testing:NaNReward-v0",
+           "--set", "env.non_finite=drop", "--set", "actors.num_actors=1", "--set", "actors.envs_per_actor=2",
+           "--set", "replay.learning_starts=200", "--set", "logging.report_interval_s=1", "--max-env-steps", "6000",
+           "--console", "plain", "--run-dir", str(tmp_path / "run")]
+    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0 and "reached 6,000 env steps" in out, out
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    said = [x for x in out.splitlines() if "non-finite reward or observation" in x]
+    assert 1 <= len(said) <= len(records)  # one line per report at most, not one per NaN
+    last = records[-1]
+    assert last["nonfinite_env_steps"] == 2 * (last["env_steps"] // 2 // 50)  # each of 2 envs: every 50th step
+    assert last["nonfinite_env_steps"] <= last["nonfinite_dropped"] <= 3 * last["nonfinite_env_steps"]  # n = 3
+    assert all(r["train_return_mean"] is None or math.isfinite(r["train_return_mean"]) for r in records)

@@ -183,7 +183,3 @@ def table() -> str:
         how = " ".join(row.how.split()).replace("|", "\\|")
         lines.append(f"| `{row.rllib}` | {f'`{row.sets}`' if row.sets else '—'} | {how} |")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(table())

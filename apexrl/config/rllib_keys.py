@@ -2,7 +2,7 @@
 
 One row per RLlib key: what it sets here, how its value is converted, or why it is accepted without effect
 or refused. ``apexrl.config.rllib`` applies the rows; ``docs/coming-from-rllib.md`` shows them
-(``python -m apexrl.config.rllib`` prints the table), and a test checks every row. RLlib's nested sections
+(``apexrl.config.rllib.table()`` writes the table it holds), and a test checks every row. RLlib's nested sections
 (``replay_buffer_config``, ``optimizer``, ``exploration_config``, ``model``, ``evaluation_config``) appear
 dotted. Keys a file leaves out take apexrl's defaults, except the algorithm identity its ``run`` names.
 """
@@ -76,7 +76,7 @@ def inert(rllib: str, why: str, ok: Callable[[Any], bool] = lambda v: True, refu
             raise refuse(rllib, v, refusal or why)
         c.notes.append(f"{rllib} ({why})")
         return {}
-    return Key(rllib, "", f"no effect: {why}" + (f"; refused: {refusal}" if refusal else ""), apply)
+    return Key(rllib, "", f"no effect: {why}" + (f"; other values refused: {refusal}" if refusal else ""), apply)
 
 
 def _workers(v: Any, c: Ctx) -> dict[str, Any]:
@@ -271,7 +271,7 @@ KEYS: list[Key] = [
         _target_freq),
     Key("tau", "dpg.tau", "< 1: Polyak averaging every update; 1.0: hard copies every target_network_update_freq",
         _tau),
-    inert("double_q", "apexrl's DQN is double DQN", ok=bool, refusal="apexrl's DQN is always double DQN"),
+    inert("double_q", "true: apexrl's DQN is double DQN", ok=bool, refusal="apexrl's DQN is always double DQN"),
     same("dueling", "network.dueling", convert=bool),
     Key("hiddens", "network.head", "the dueling streams' hidden layer: one width", _hiddens),
     Key("model.fcnet_hiddens", "network.torso", "DQN's torso layers", _fcnet),
@@ -289,7 +289,7 @@ KEYS: list[Key] = [
         lambda v, c: {"dpg.target_noise": float(v)} if c.get("smooth_target_policy", c.run == "TD3") else {}),
     same("target_noise_clip", "dpg.target_noise_clip"),
     inert("l2_reg", "apexrl adds no L2 penalty; RLlib's default 1e-6 is negligible"),
-    inert("use_state_preprocessor", "no preprocessor", ok=lambda v: not v, refusal="no state preprocessor here"),
+    inert("use_state_preprocessor", "false: no preprocessor", ok=lambda v: not v, refusal="no state preprocessor here"),
     same("use_huber", "learner.loss", "Huber or squared TD loss", lambda v: "huber" if v else "mse"),
     inert("huber_threshold", "Huber's threshold is 1", ok=lambda v: float(v) == 1.0,
           refusal="apexrl's Huber loss has threshold 1"),
@@ -339,7 +339,7 @@ KEYS: list[Key] = [
     inert("exploration_config.initial_epsilon", "PerWorkerEpsilonGreedy's epsilons are fixed per worker"),
     inert("exploration_config.final_epsilon", "PerWorkerEpsilonGreedy's epsilons are fixed per worker"),
     inert("exploration_config.epsilon_timesteps", "PerWorkerEpsilonGreedy's epsilons are fixed per worker"),
-    inert("explore", "actors explore; evaluations are greedy", ok=bool,
+    inert("explore", "true: actors explore; evaluations are greedy", ok=bool,
           refusal="Ape-X's actors always explore; greedy play is `apexrl eval`"),
     Key("evaluation_interval", "evaluation.interval_s", _eval_interval.__doc__ or "", _eval_interval),
     same("evaluation_duration", "evaluation.episodes", "episodes per evaluation"),
@@ -351,20 +351,20 @@ KEYS: list[Key] = [
          "reports once per iteration; ApexTrainer.train() runs at least this long", float),
     inert("min_sample_timesteps_per_iteration", "ApexTrainer.train() runs at least this many env steps"),
     inert("compress_observations", "Atari frames are stored once, not per stack (smaller than LZ4 stacks)"),
-    inert("num_atoms", "", ok=lambda v: int(v) <= 1, refusal="distributional DQN (num_atoms > 1) is not "
+    inert("num_atoms", "1 is plain DQN", ok=lambda v: int(v) <= 1, refusal="distributional DQN (num_atoms > 1) is not "
           "implemented"),
     inert("v_min", "only used with num_atoms > 1"),
     inert("v_max", "only used with num_atoms > 1"),
-    inert("noisy", "", ok=lambda v: not v, refusal="noisy networks are not implemented"),
+    inert("noisy", "false is plain layers", ok=lambda v: not v, refusal="noisy networks are not implemented"),
     inert("sigma0", "only used with noisy networks"),
     Key("multiagent", "", "refused when it defines policies", _multiagent),
-    inert("lr_schedule", "", ok=lambda v: v is None, refusal="learning-rate schedules are not implemented"),
+    inert("lr_schedule", "null is a constant learning rate", ok=lambda v: v is None, refusal="learning-rate schedules are not implemented"),
     inert("ignore_worker_failures", "failed actors are always restarted"),
     inert("recreate_failed_workers", "failed actors are always restarted"),
     inert("restart_failed_env_runners", "failed actors are always restarted"),
     Key("placement_strategy", "actors.placement", "PACK or SPREAD over nodes", _placement),
     inert("log_level", "apexrl logs with logging; the console shows progress"),
-    inert("metrics_num_episodes_for_smoothing", "training means are over the last 100 episodes",
+    inert("metrics_num_episodes_for_smoothing", "100 is what apexrl's training means use",
           ok=lambda v: int(v) == 100, refusal="apexrl's training means are over the last 100 episodes"),
 ]
 BY_NAME: dict[str, Key] = {k.rllib: k for k in KEYS}

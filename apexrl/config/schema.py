@@ -43,6 +43,9 @@ class EnvConfig:
     #                       AtariVectorEnv, same protocol, GIL released while stepping; an actor of 32 envs did
     #                       1,766 vs 1,661 env steps/s on 2 cores, within noise) | auto (ale where it applies)
     vector_threads: int = 1  # C++ threads per actor for the ale path; 1 leaves other cores to other roles
+    non_finite: str = "stop"  # a NaN/inf reward or observation: stop (the run ends after a final checkpoint,
+    #                           one line naming env, actor, slot and step) | drop (its transitions are not
+    #                           sent, and counted in the report: for envs known to glitch rarely)
 
 
 @dataclass(frozen=True)

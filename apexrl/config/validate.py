@@ -15,6 +15,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "agent": AGENTS,
     "network.kind": ("auto", "mlp", "nature_cnn", "minatar"),
     "env.vector": ("auto", "gymnasium", "ale"),
+    "env.non_finite": ("stop", "drop"),
     "actors.epsilon_per": ("env", "actor"),
     "actors.placement": ("pack", "spread"),
     "actors.precision": ("float32", "bfloat16", "auto"),

@@ -63,6 +63,14 @@ def _observation_problem(obs: Any, space: gym.Space) -> str | None:
     return None
 
 
+def non_finite_rows(reward: np.ndarray, obs: np.ndarray) -> np.ndarray:
+    """[E] bool: where a vector step's reward or (float) observation holds NaN or infinity."""
+    bad = ~np.isfinite(reward)
+    if obs.dtype.kind == "f":
+        bad |= ~np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
+    return bad
+
+
 def first_non_finite(reward: np.ndarray, obs: np.ndarray) -> tuple[str, int, Any] | None:
     """(what, env slot, value) of the first non-finite reward or observation of a vector step, or None."""
     bad = ~np.isfinite(reward)

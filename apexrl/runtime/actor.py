@@ -30,7 +30,7 @@ from apexrl.agents.base import AgentBuilder, ModelFactory
 from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs import frame_stacked
-from apexrl.envs.contract import NonFiniteEnvError, first_non_finite
+from apexrl.envs.contract import NonFiniteEnvError, first_non_finite, non_finite_rows
 from apexrl.envs.factory import make_actor_envs, sync_vector_env
 from apexrl.replay.frames import FrameStackEncoder
 from apexrl.replay.nstep import NStepBuilder
@@ -85,6 +85,8 @@ class Actor:
         self.env_steps = 0
         self.transitions_sent = 0
         self.nonfinite_priorities = 0
+        self.nonfinite_steps = 0  # env steps with a non-finite reward or observation (env.non_finite: drop)
+        self.nonfinite_dropped = 0  # n-step transitions they touched, not sent
         self.episodes = 0
 
     def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
@@ -164,6 +166,9 @@ class Actor:
             action = self.policy.act(self.obs, self._tokens[:, -1] if self.frames else None)
             next_obs, reward, terminated, truncated, info = self.envs.step(action)
             bad = first_non_finite(reward, next_obs)
+            if bad is not None and self.cfg.env.non_finite == "drop":
+                self.nonfinite_steps += int(non_finite_rows(reward, next_obs).sum())
+                bad = None
             if bad is not None:
                 what, e, value = bad
                 raise NonFiniteEnvError(f"env '{self.cfg.env.id}' returned a non-finite {what} ({value}) in actor "
@@ -180,10 +185,12 @@ class Actor:
                     for e in np.flatnonzero(done):
                         true_next[e] = info["final_obs"][e]
                 out = self.nstep.step(self.obs, action, reward, true_next, terminated, truncated)
+            if out is not None and self.nonfinite_steps and self.cfg.env.non_finite == "drop":
+                out = self._finite(out)
             if out is not None:
                 self._pending.append(out)
                 self._pending_count += len(out["action"])
-            self._ep_return += reward
+            self._ep_return += reward if not self.nonfinite_steps else np.where(np.isfinite(reward), reward, 0.0)
             self._ep_length += 1
             if done.any():
                 for e in np.flatnonzero(done):
@@ -214,8 +221,18 @@ class Actor:
             "transitions_sent": self.transitions_sent,
             "frames_sent": self.frames_sent,
             "nonfinite_priorities": self.nonfinite_priorities,
+            "nonfinite_steps": self.nonfinite_steps,
+            "nonfinite_dropped": self.nonfinite_dropped,
             "time_s": time.perf_counter() - t0,
         }
+
+    def _finite(self, out: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+        """``out`` without the transitions whose n-step reward or observations are not finite."""
+        keep = ~non_finite_rows(out["reward"], out["obs"]) & ~non_finite_rows(out["reward"], out["next_obs"])
+        if keep.all():
+            return out
+        self.nonfinite_dropped += int((~keep).sum())
+        return {k: v[keep] for k, v in out.items()} if keep.any() else None
 
     def _send(self) -> None:
         parts = self._pending

@@ -43,6 +43,7 @@ class Window:
 class Reporter:
     def __init__(self, cfg: Config, run_dir: Path, console: Console, progress: Progress, resumed: bool) -> None:
         self.cfg, self.console, self.progress = cfg, console, progress
+        self._nonfinite_said = 0
         self.metrics = MetricsWriter(run_dir, cfg.logging.tensorboard,
                                      purge_step=progress.env_steps if resumed else None)
         if not resumed:
@@ -71,7 +72,15 @@ class Reporter:
             "shard_restarts": p.shard_restarts,
             "learner_restarts": p.learner_restarts,
             "dropped_sends": sum(p.actor_dropped.values()),
+            "nonfinite_env_steps": sum(v[0] for v in p.actor_nonfinite.values()),
+            "nonfinite_dropped": sum(v[1] for v in p.actor_nonfinite.values()),
         }
+        if rec["nonfinite_env_steps"] > self._nonfinite_said:  # one line per report at most
+            self.console.message(f"env '{self.cfg.env.id}' returned a non-finite reward or observation in "
+                                 f"{rec['nonfinite_env_steps'] - self._nonfinite_said:,} env steps since the last "
+                                 f"report; {rec['nonfinite_dropped']:,} transitions dropped so far (env.non_finite: "
+                                 "drop)")
+        self._nonfinite_said = max(self._nonfinite_said, rec["nonfinite_env_steps"])
         if w.n:
             rec.update({k: v / w.n for k, v in w.sums.items()})
         if eval_returns is not None:

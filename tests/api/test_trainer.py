@@ -156,3 +156,30 @@ def test_between_train_calls_the_trainer_holds_still_and_a_restored_one_acts_as_
 
 def _same(a: dict, b: dict) -> bool:
     return set(a) == set(b) and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
+
+
+PENDULUM_FILE_CONFIG = {  # the config of RLlib's pendulum-apex-ddpg.yaml, as a user passes it on
+    "framework": "torch", "use_huber": True, "clip_rewards": False, "num_workers": 16, "n_step": 1,
+    "target_network_update_freq": 50000, "tau": 1.0, "evaluation_interval": 5, "evaluation_duration": 10}
+MOUNTAINCAR_FILE_CONFIG = {  # ... and of mountaincarcontinuous-apex-ddpg.yaml
+    "framework": "torch", "clip_rewards": False, "num_workers": 16, "exploration_config": {"ou_base_scale": 1.0},
+    "n_step": 3, "target_network_update_freq": 50000, "tau": 1.0, "evaluation_interval": 5,
+    "evaluation_duration": 10}
+
+
+@pytest.mark.parametrize("env,config", [("Pendulum-v1", PENDULUM_FILE_CONFIG),
+                                        ("MountainCarContinuous-v0", MOUNTAINCAR_FILE_CONFIG)],
+                         ids=["pendulum", "mountaincar"])
+def test_an_rllib_apex_ddpg_config_dict_trains_in_the_trainer(tmp_path, monkeypatch, env, config):
+    monkeypatch.chdir(tmp_path)
+    trainer = ApexTrainer(config={**config, "env": env, "min_time_s_per_iteration": 2,
+                                  "replay": {"learning_starts": 500}})
+    try:
+        assert trainer.cfg.agent == "dpg" and trainer.cfg.dpg.twin_critics is False  # APEX_DDPG, not TD3
+        assert trainer.cfg.dpg.noise == ("ou" if "exploration_config" in config else "gaussian")
+        result = trainer.train()
+        while result["info/learner/updates"] == 0:
+            result = trainer.train()
+        assert result["timesteps_total"] > 500 and not math.isnan(result["episode_reward_mean"])
+    finally:
+        trainer.stop()

@@ -82,3 +82,29 @@ def test_same_seed_same_experience():
     for (b1, p1), (b2, p2) in zip(s1.batches, s2.batches):
         for k in b1:
             np.testing.assert_array_equal(b1[k], b2[k])
+
+
+def test_with_non_finite_drop_an_actor_sends_only_finite_transitions_and_counts_what_it_dropped():
+    import apexrl.envs.testing  # noqa: F401  (registers NaNReward-v0: NaN every 50th step of each env)
+
+    sink = ListSink()
+    n = 3  # learner.n_step: a NaN reward is in the n-step return of the transition it ends and of n - 1 before
+    actor = Actor(cfg(**{"env.id": "apexrl.envs.testing:NaNReward-v0", "env.non_finite": "drop"}), 0, 1, sink)
+    stats = actor.run(100)  # 3 envs x 100 steps: each env's 50th and 100th step are NaN
+    actor.close()
+    assert stats["nonfinite_steps"] == 6
+    assert all(np.isfinite(b["reward"]).all() and np.isfinite(p).all() for b, p in sink.batches)
+    assert 6 <= stats["nonfinite_dropped"] <= 6 * n  # fewer than n each where an episode ended inside the window
+    assert all(np.isfinite(r) for r in stats["episode_returns"])
+
+
+def test_by_default_a_non_finite_reward_ends_the_actors_chunk_naming_env_slot_and_step():
+    import pytest
+
+    import apexrl.envs.testing  # noqa: F401
+    from apexrl.envs.contract import NonFiniteEnvError
+
+    actor = Actor(cfg(**{"env.id": "apexrl.envs.testing:NaNReward-v0"}), 0, 1, ListSink())
+    with pytest.raises(NonFiniteEnvError, match="non-finite reward .nan. in actor 0, env slot 0, at the actor's env "
+                                                 "step 147"):
+        actor.run(100)
