@@ -133,7 +133,7 @@ learns:
 
 
 @pytest.mark.timeout(300)
-def test_an_rllib_experiment_file_runs_each_experiment_to_its_own_stop(capsys, in_tmp):
+def test_an_rllib_experiment_file_runs_each_experiment_to_its_own_stop(capsys, caplog, in_tmp):
     (in_tmp / "apex.yaml").write_text(RLLIB_FILE)
     code = main(["train", "--config", "apex.yaml", "--run-dir", "out", "--console", "plain"])
     out = capsys.readouterr()
@@ -142,7 +142,7 @@ def test_an_rllib_experiment_file_runs_each_experiment_to_its_own_stop(capsys, i
     assert "reached 1,500 env steps" in out.out
     assert "training mean" in out.out and ">= target 40" in out.out  # RLlib's episode_reward_mean criterion
     assert (in_tmp / "out" / "small" / "config.yaml").exists() and (in_tmp / "out" / "learns" / "config.yaml").exists()
-    assert "framework (apexrl runs PyTorch" in out.err
+    assert "framework (apexrl runs PyTorch" in caplog.text
 
 
 def test_an_rllib_key_apexrl_cannot_honour_is_one_line_exit_2_and_no_run_dir(capsys, in_tmp):

@@ -4,6 +4,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import psutil
@@ -20,12 +21,17 @@ pytestmark = pytest.mark.timeout(400)
 tiny = tiny_config
 
 
-def _kill_when_running(cls_name: str, after_s: float, killed: list[int]) -> threading.Thread:
-    """SIGKILL the first live Ray worker process of ``cls_name`` once it exists (a real crash)."""
+def _kill_when_running(cls_name: str, after_s: float, killed: list[int],
+                       when: Callable[[], bool] = lambda: True) -> threading.Thread:
+    """SIGKILL the first live Ray worker process of ``cls_name`` once it exists and ``when()`` holds (a real
+    crash at a known point of the run, not at a time a slow host might not have reached)."""
     def body():
-        deadline = time.time() + 120
+        deadline = time.time() + 200
         time.sleep(after_s)
         while time.time() < deadline and not killed:
+            if not when():
+                time.sleep(0.2)
+                continue
             for p in psutil.Process().children(recursive=True):  # only this test's own Ray
                 try:
                     title = " ".join(p.cmdline())
@@ -87,10 +93,19 @@ def test_dpg_survives_a_killed_actor_and_resumes_from_its_checkpoint(tmp_path):
 
     dpg = {"agent": "dpg", "env.id": "Pendulum-v1", "replay.learning_starts": 500, "evaluation.interval_s": 1.0,
            "evaluation.episodes": 2}
+    run = tmp_path / "r"
     killed: list[int] = []
-    _kill_when_running("ActorWorker", 3.0, killed)
-    first = train(tiny(**dpg, **{"stop.max_env_steps": 12_000}), run_dir=tmp_path / "r")
+    _kill_when_running("ActorWorker", 0.0, killed, when=lambda: any(r["learner_updates"] > 0 for r in _records(run)))
+
+    def went_on_after_the_restart() -> bool:
+        recs = _records(run)
+        first = next((r for r in recs if r.get("actor_restarts", 0) >= 1), None)
+        return first is not None and recs[-1]["env_steps"] >= first["env_steps"] + 4_000
+
+    _stop_when(went_on_after_the_restart)
+    first = train(tiny(**dpg, **{"stop.max_time_s": 300}), run_dir=run)
     assert killed, "the test must really kill an actor"
+    assert first.stop_reason == "interrupted"
     records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["actor_restarts"] >= 1 and first.learner_updates > 0
     assert any("actor1_noise" in r for r in records) and any("eval_return_mean" in r for r in records)
@@ -115,15 +130,23 @@ def test_a_crash_looping_actor_stops_the_run_with_the_cause():
 
 
 def test_a_killed_replay_shard_is_replaced_and_training_goes_on(tmp_path):
+    run = tmp_path / "r"
     killed: list[int] = []
-    _kill_when_running("ReplayShardWorker", 4.0, killed)
-    res = train(tiny(**{"stop.max_env_steps": 30_000, "replay.num_shards": 2, "checkpoint.every_reports": 2,
-                        "checkpoint.replay": True}), run_dir=tmp_path / "r")
+    _kill_when_running("ReplayShardWorker", 0.0, killed,
+                       when=lambda: any(r["learner_updates"] > 0 for r in _records(run)))
+
+    def went_on_after_the_restart() -> bool:
+        recs = _records(run)
+        first = next((r for r in recs if r.get("shard_restarts", 0) >= 1), None)
+        return first is not None and recs[-1]["env_steps"] >= first["env_steps"] + 10_000
+
+    _stop_when(went_on_after_the_restart)
+    res = train(tiny(**{"stop.max_time_s": 300, "replay.num_shards": 2, "checkpoint.every_reports": 2,
+                        "checkpoint.replay": True}), run_dir=run)
     assert killed, "the test must really kill a shard"
-    import json
-    records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert res.stop_reason == "interrupted"
+    records = _records(run)
     assert records[-1]["shard_restarts"] >= 1
-    assert res.env_steps >= 30_000
     after = [r for r in records if r["shard_restarts"] >= 1]
     assert after[-1]["learner_updates"] > after[0]["learner_updates"], "the learner keeps updating"
     assert records[-1]["replay_size"] > 5_000 // 2, "the learner samples the replacement shard too"
@@ -258,17 +281,26 @@ def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes
                      "recovered": ray.get(self.topology.learner.state_dict.remote())})
 
     monkeypatch.setattr(sup.Supervisor, "restart_learner", watched)
+    run = tmp_path / "r"
     killed: list[int] = []
-    _kill_when_running("LearnerWorker", 10.0, killed)
-    res = train(tiny(**{"stop.max_env_steps": 60_000, "evaluation.interval_s": 0.5, "evaluation.episodes": 2,
-                        "checkpoint.every_reports": 4}), run_dir=tmp_path / "r")
+    _kill_when_running("LearnerWorker", 0.0, killed,  # once a checkpoint holds learner state to recover from
+                       when=lambda: any(r["learner_updates"] > 0 for r in _records(run)[4:]))
+
+    def went_on_after_the_restart() -> bool:
+        recs = _records(run)
+        first = next((r for r in recs if r.get("learner_restarts", 0) >= 1), None)
+        return first is not None and recs[-1]["learner_updates"] >= first["learner_updates"] + 200
+
+    _stop_when(went_on_after_the_restart)
+    res = train(tiny(**{"stop.max_time_s": 300, "evaluation.interval_s": 0.5, "evaluation.episodes": 2,
+                        "checkpoint.every_reports": 4}), run_dir=run)
     assert killed, "the test must really kill the learner"
-    import json
-    records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert res.stop_reason == "interrupted"
+    records = _records(run)
     assert records[-1]["learner_restarts"] >= 1
     first = next(i for i, r in enumerate(records) if r["learner_restarts"] >= 1)
     assert records[-1]["learner_updates"] > records[first]["learner_updates"]  # updates go on after it
-    assert res.env_steps >= 60_000 and res.checkpoint is not None and res.checkpoint.exists()
+    assert res.checkpoint is not None and res.checkpoint.exists()
     assert seen, "the supervisor restarted the learner"
     got = seen[0]
     for k, v in got["published"].items():  # the newest weights, not a fresh random network

@@ -70,6 +70,7 @@ MAPPED = [
     ("replay_buffer_config.learning_starts", 3000, "APEX", {"replay.learning_starts": 3000}),
     ("replay_buffer_config.min_size_for_sampling", 1000, "APEX", {"replay.learning_starts": 1000}),
     ("num_steps_sampled_before_learning_starts", 4000, "APEX", {"replay.learning_starts": 4000}),
+    ("learning_starts", 5000, "APEX", {"replay.learning_starts": 5000}),
     ("replay_buffer_config.prioritized_replay", False, "APEX", {"replay.alpha": 0.0}),
     ("optimizer.num_replay_buffer_shards", 2, "APEX", {"replay.num_shards": 2}),
     ("optimizer.max_weight_sync_delay", 200, "APEX", {"actors.weight_sync_period": 200}),

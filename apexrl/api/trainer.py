@@ -41,7 +41,7 @@ from apexrl.runtime.cluster import init_ray, shutdown_ray
 from apexrl.runtime.driver import Loop, build_topology, run_name
 from apexrl.runtime.topology import Topology
 
-# RLlib keys of an iteration's length; they are the trainer's, not the run's.
+# RLlib keys of an iteration's length: the trainer's, and read by the mapping (evaluation_interval counts them).
 ITERATION_KEYS = {"min_time_s_per_iteration": 5.0, "min_sample_timesteps_per_iteration": 0}
 STARTUP_TIMEOUT_S = 120.0
 LEARNER_STATS = ("loss", "actor_loss", "q_mean", "td_abs_mean", "grad_norm", "is_weight_mean")
@@ -53,7 +53,7 @@ def _config(config: Mapping[str, Any]) -> tuple[Config, dict[str, float]]:
     raw = dict(config)
     for k in ITERATION_KEYS:
         if k in raw:
-            iteration[k] = float(raw.pop(k))
+            iteration[k] = float(raw[k])
     raw.setdefault("logging", {})
     if isinstance(raw["logging"], Mapping):
         raw["logging"] = {"console": "off", **raw["logging"]}  # a trainer's caller prints what it wants

@@ -311,6 +311,7 @@ KEYS: list[Key] = [
     _learning_starts("replay_buffer_config.learning_starts"),
     _learning_starts("replay_buffer_config.min_size_for_sampling"),
     _learning_starts("num_steps_sampled_before_learning_starts"),
+    same("learning_starts", "replay.learning_starts", "RLlib's old top-level name"),
     inert("replay_buffer_config.worker_side_prioritization", "actors always compute initial priorities (Ape-X)"),
     inert("worker_side_prioritization", "actors always compute initial priorities (Ape-X)"),
     inert("replay_buffer_config.replay_buffer_shards_colocated_with_driver", "shards are placed by Ray"),

@@ -106,8 +106,10 @@ class Checkpointer:
         learner = ray.get(refs["learner"])
         self.learner_state = learner
         counters = self.progress.counters(elapsed)
-        # the learner's state may be a chunk ahead of the driver's count
-        counters["learner_updates"] = max(self.progress.updates, int(learner.get("updates", 0)))
+        # The learner's own count: its state was asked for a while ago (the driver counted on meanwhile) or is
+        # a chunk ahead of the driver's count, and it is the state a resume continues from.
+        if "updates" in learner:
+            counters["learner_updates"] = int(learner["updates"])
         state: dict[str, Any] = {"learner": learner, "counters": counters, "config": to_dict(self.cfg),
                                  "num_actors": self.topology.num_actors}
         if "replay" in refs:

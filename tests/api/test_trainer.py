@@ -158,6 +158,12 @@ def _same(a: dict, b: dict) -> bool:
     return set(a) == set(b) and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
+CARTPOLE_FILE_CONFIG = {  # the config of RLlib's cartpole-apex-dqn.yaml
+    "framework": "tf", "num_workers": 3, "optimizer": {"num_replay_buffer_shards": 2},
+    "replay_buffer_config": {"type": "MultiAgentPrioritizedReplayBuffer", "capacity": 20000,
+                             "min_size_for_sampling": 1000},
+    "num_gpus": 0, "min_time_s_per_iteration": 5, "target_network_update_freq": 500,
+    "min_sample_timesteps_per_iteration": 1000, "training_intensity": 4}
 PENDULUM_FILE_CONFIG = {  # the config of RLlib's pendulum-apex-ddpg.yaml, as a user passes it on
     "framework": "torch", "use_huber": True, "clip_rewards": False, "num_workers": 16, "n_step": 1,
     "target_network_update_freq": 50000, "tau": 1.0, "evaluation_interval": 5, "evaluation_duration": 10}
@@ -167,19 +173,25 @@ MOUNTAINCAR_FILE_CONFIG = {  # ... and of mountaincarcontinuous-apex-ddpg.yaml
     "evaluation_duration": 10}
 
 
-@pytest.mark.parametrize("env,config", [("Pendulum-v1", PENDULUM_FILE_CONFIG),
+@pytest.mark.parametrize("env,config", [("CartPole-v0", CARTPOLE_FILE_CONFIG), ("Pendulum-v1", PENDULUM_FILE_CONFIG),
                                         ("MountainCarContinuous-v0", MOUNTAINCAR_FILE_CONFIG)],
-                         ids=["pendulum", "mountaincar"])
-def test_an_rllib_apex_ddpg_config_dict_trains_in_the_trainer(tmp_path, monkeypatch, env, config):
+                         ids=["cartpole", "pendulum", "mountaincar"])
+def test_an_rllib_tuned_example_config_dict_trains_in_the_trainer(tmp_path, monkeypatch, env, config):
     monkeypatch.chdir(tmp_path)
     trainer = ApexTrainer(config={**config, "env": env, "min_time_s_per_iteration": 2,
                                   "replay": {"learning_starts": 500}})
     try:
-        assert trainer.cfg.agent == "dpg" and trainer.cfg.dpg.twin_critics is False  # APEX_DDPG, not TD3
-        assert trainer.cfg.dpg.noise == ("ou" if "exploration_config" in config else "gaussian")
+        if env.startswith("CartPole"):
+            assert trainer.cfg.agent == "dqn" and trainer.cfg.replay.num_shards == 2
+        else:
+            assert trainer.cfg.agent == "dpg" and trainer.cfg.dpg.twin_critics is False  # APEX_DDPG, not TD3
+            assert trainer.cfg.dpg.noise == ("ou" if "exploration_config" in config else "gaussian")
         result = trainer.train()
-        while result["info/learner/updates"] == 0:
+        for _ in range(30):  # MountainCar's episodes are 999 steps: the first ones end after a few iterations
+            if result["info/learner/updates"] > 0 and not math.isnan(result["episode_reward_mean"]):
+                break
             result = trainer.train()
-        assert result["timesteps_total"] > 500 and not math.isnan(result["episode_reward_mean"])
+        assert result["timesteps_total"] > 500 and result["info/learner/updates"] > 0
+        assert not math.isnan(result["episode_reward_mean"])
     finally:
         trainer.stop()
