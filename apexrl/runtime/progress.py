@@ -28,6 +28,7 @@ class Progress:
     actor_returns: dict[int, deque[float]] = field(default_factory=dict)
     actor_exploration: dict[int, tuple[str, float]] = field(default_factory=dict)
     actor_dropped: dict[int, int] = field(default_factory=dict)  # batches lost to a dead shard, per live actor
+    actor_rate: dict[int, float] = field(default_factory=dict)  # env steps/s of each actor's last chunk
     actor_nonfinite: dict[int, tuple[int, int]] = field(default_factory=dict)  # (env steps, transitions dropped)
     slot_levels: dict[int, list[float]] = field(default_factory=dict)  # exploration of each actor's env slots
     recent_episodes: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=5000))  # (return,
@@ -41,6 +42,8 @@ class Progress:
         self.actor_returns.setdefault(i, deque(maxlen=20)).extend(res["episode_returns"])
         self.actor_exploration[i] = (res["exploration_name"], float(np.mean(res["exploration"])))
         self.actor_dropped[i] = int(res.get("dropped_sends", 0))
+        if res.get("time_s"):
+            self.actor_rate[i] = res["env_steps"] / res["time_s"]
         self.actor_nonfinite[i] = (int(res.get("nonfinite_steps", 0)), int(res.get("nonfinite_dropped", 0)))
         self.slot_levels[i] = list(res["exploration"])
         self.recent_episodes.extend(zip(res["episode_returns"], res.get("episode_exploration", ()), strict=False))

@@ -61,7 +61,9 @@ class Reporter:
             "episodes": p.episodes,
             "train_return_mean": float(np.mean(p.recent_returns)) if p.recent_returns else None,
             "train_return_low_explore_mean": float(np.mean(low)) if (low := p.low_exploration_returns()) else None,
-            "env_steps_per_s": w.steps / dt,
+            # The actors' own speed over their last chunks: a chunk can outlast a report window, and the
+            # window's count then alternates between 0 and double.
+            "env_steps_per_s": sum(p.actor_rate.values()) if p.actor_rate else w.steps / dt,
             "updates_per_s": w.updates / dt,
             "learner_idle_fraction": (w.idle / w.learn_time) if w.learn_time > 0 else None,
             "replay_size": learner.get("replay_size"),

@@ -64,6 +64,7 @@ class Supervisor:
         """Replace a dead or failing actor with a fresh one of the same index; an actor that fails again
         before finishing any work is a crash loop, and stops the run."""
         self.progress.actor_restarts += 1
+        self.progress.actor_rate.pop(i, None)  # steps nothing while it restarts
         self.fail_streak[i] += 1
         why = cause(err)
         if self.fail_streak[i] > MAX_ACTOR_FAILURES_IN_ROW:

@@ -95,3 +95,15 @@ def test_a_run_stops_on_the_training_mean_only_with_ten_episodes_of_those_slots(
     assert stop.check(None, 1.0, 100, 1.0, [140.0] * 10) == ""
     assert "training mean 160.0" in stop.check(None, 2.0, 200, 2.0, [160.0] * 10)
     assert (stop.time_to_target, stop.steps_to_target) == (2.0, 200)
+
+
+def test_the_reported_env_step_rate_is_the_actors_own_over_their_last_chunks():
+    """A chunk can outlast a report window: counting steps per window would alternate 0 and double."""
+    from apexrl.runtime.progress import Progress
+
+    p = Progress(num_actors=2)
+    chunk = {"episode_returns": [], "episode_lengths": [], "exploration": [0.1], "exploration_name": "epsilon"}
+    p.on_actor(0, {**chunk, "env_steps": 8000, "time_s": 4.0})
+    p.on_actor(1, {**chunk, "env_steps": 3000, "time_s": 1.0})
+    p.on_actor(0, {**chunk, "env_steps": 6000, "time_s": 2.0})
+    assert sum(p.actor_rate.values()) == 3000 + 3000
