@@ -54,6 +54,15 @@ def _records(run) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
+def _went_on_after(run, restarts_key: str, key: str, by: int) -> Callable[[], bool]:
+    """The event that ends a recovery test: ``key`` grew by ``by`` after the first report counting a restart."""
+    def cond() -> bool:
+        recs = _records(run)
+        first = next((r for r in recs if r.get(restarts_key, 0) >= 1), None)
+        return first is not None and recs[-1][key] >= first[key] + by
+    return cond
+
+
 def _stop_when(condition, timeout_s: float = 200.0) -> threading.Thread:
     """SIGTERM this process (train() then stops as interrupted, with a final checkpoint) once ``condition()``
     holds: the run ends on an event, not after some seconds that a slow host might not fit the work into."""
@@ -74,12 +83,7 @@ def test_a_killed_actor_is_restarted_and_training_goes_on(tmp_path):
     killed: list[int] = []
     _kill_when_running("ActorWorker", 0.0, killed)
 
-    def went_on_after_the_restart() -> bool:
-        recs = _records(run)
-        first = next((r for r in recs if r.get("actor_restarts", 0) >= 1), None)
-        return first is not None and recs[-1]["env_steps"] >= first["env_steps"] + 4_000
-
-    _stop_when(went_on_after_the_restart)
+    _stop_when(_went_on_after(run, "actor_restarts", "env_steps", 4_000))
     res = train(tiny(**{"stop.max_time_s": 300}), run_dir=run)
     assert killed, "the test must really kill an actor"
     assert res.stop_reason == "interrupted" and res.learner_updates > 0
@@ -97,12 +101,7 @@ def test_dpg_survives_a_killed_actor_and_resumes_from_its_checkpoint(tmp_path):
     killed: list[int] = []
     _kill_when_running("ActorWorker", 0.0, killed, when=lambda: any(r["learner_updates"] > 0 for r in _records(run)))
 
-    def went_on_after_the_restart() -> bool:
-        recs = _records(run)
-        first = next((r for r in recs if r.get("actor_restarts", 0) >= 1), None)
-        return first is not None and recs[-1]["env_steps"] >= first["env_steps"] + 4_000
-
-    _stop_when(went_on_after_the_restart)
+    _stop_when(_went_on_after(run, "actor_restarts", "env_steps", 4_000))
     first = train(tiny(**dpg, **{"stop.max_time_s": 300}), run_dir=run)
     assert killed, "the test must really kill an actor"
     assert first.stop_reason == "interrupted"
@@ -135,12 +134,7 @@ def test_a_killed_replay_shard_is_replaced_and_training_goes_on(tmp_path):
     _kill_when_running("ReplayShardWorker", 0.0, killed,
                        when=lambda: any(r["learner_updates"] > 0 for r in _records(run)))
 
-    def went_on_after_the_restart() -> bool:
-        recs = _records(run)
-        first = next((r for r in recs if r.get("shard_restarts", 0) >= 1), None)
-        return first is not None and recs[-1]["env_steps"] >= first["env_steps"] + 10_000
-
-    _stop_when(went_on_after_the_restart)
+    _stop_when(_went_on_after(run, "shard_restarts", "env_steps", 10_000))
     res = train(tiny(**{"stop.max_time_s": 300, "replay.num_shards": 2, "checkpoint.every_reports": 2,
                         "checkpoint.replay": True}), run_dir=run)
     assert killed, "the test must really kill a shard"
@@ -286,12 +280,7 @@ def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes
     _kill_when_running("LearnerWorker", 0.0, killed,  # once a checkpoint holds learner state to recover from
                        when=lambda: any(r["learner_updates"] > 0 for r in _records(run)[4:]))
 
-    def went_on_after_the_restart() -> bool:
-        recs = _records(run)
-        first = next((r for r in recs if r.get("learner_restarts", 0) >= 1), None)
-        return first is not None and recs[-1]["learner_updates"] >= first["learner_updates"] + 200
-
-    _stop_when(went_on_after_the_restart)
+    _stop_when(_went_on_after(run, "learner_restarts", "learner_updates", 200))
     res = train(tiny(**{"stop.max_time_s": 300, "evaluation.interval_s": 0.5, "evaluation.episodes": 2,
                         "checkpoint.every_reports": 4}), run_dir=run)
     assert killed, "the test must really kill the learner"
