@@ -65,3 +65,20 @@ def test_resume_with_an_incompatible_network_is_a_clear_error(tmp_path):
     with pytest.raises(CheckpointError, match="does not fit this config's network"):
         train(tiny(**{"stop.max_env_steps": 6_000, "network.torso": [16], "network.head": 16}), resume=run)
     assert not ray.is_initialized()
+
+
+def test_an_annealed_epsilon_follows_the_runs_env_steps_and_a_resumed_run_goes_on_from_its_count(tmp_path):
+    run = tmp_path / "run"
+    over = {"actors.eps_anneal_steps": 8_000, "actors.eps_start": 1.0, "actors.eps_alpha": 0.0,
+            "actors.eps_base": 0.05, "evaluation.interval_s": 0, "checkpoint.replay": False}
+    first = train(tiny(**over, **{"stop.max_env_steps": 3_000}), run_dir=run)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    # Each report: the actors' epsilon as of the driver's count when their last chunk started, 1 -> 0.05.
+    eps = [r["actor0_epsilon"] for r in records if "actor0_epsilon" in r]
+    assert eps == sorted(eps, reverse=True) and eps[0] > 0.6 and eps[-1] < 1.0
+    train(tiny(**over, **{"stop.max_env_steps": first.env_steps + 12_000}), resume=run)
+    after = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    resumed = [r["actor0_epsilon"] for r in after if r["env_steps"] > first.env_steps and "actor0_epsilon" in r]
+    # From the checkpoint's count on, not from eps_start again: at most its epsilon at that count.
+    assert resumed[0] <= 1.0 - 0.95 * first.env_steps / 8_000 + 1e-9
+    assert resumed[-1] == pytest.approx(0.05)

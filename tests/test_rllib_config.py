@@ -80,6 +80,11 @@ MAPPED = [
     ("exploration_config.ou_base_scale", 1.0, "APEX_DDPG", {"dpg.noise": "ou", "dpg.noise_max": pytest.approx(
         0.4 * 2 * 1.0 * 0.2 / (1 - 0.85 ** 2) ** 0.5), "dpg.noise_min": pytest.approx(0.4 ** 8 * 0.7593, rel=1e-3)}),
     ("exploration_config.ou_theta", 0.3, "APEX_DDPG", {"dpg.ou_theta": 0.3}),
+    ("exploration_config.type", "EpsilonGreedy", "APEX", {"actors.eps_start": 1.0, "actors.eps_base": 0.05,
+                                                          "actors.eps_alpha": 0.0, "actors.eps_anneal_steps": 100_000}),
+    ("exploration_config.initial_epsilon", 0.5, "DQN", {"actors.eps_start": 0.5, "actors.eps_anneal_steps": 100_000}),
+    ("exploration_config.final_epsilon", 0.02, "DQN", {"actors.eps_base": 0.02, "actors.eps_alpha": 0.0}),
+    ("exploration_config.epsilon_timesteps", 5000, "DQN", {"actors.eps_anneal_steps": 5000}),
     ("exploration_config.ou_sigma", 0.4, "APEX_DDPG", {"dpg.noise_max": pytest.approx(0.4 * 2 * 0.1 * 0.4 / 0.5268,
                                                                                        rel=1e-3)}),
     ("exploration_config.stddev", 0.3, "APEX_DDPG", {"dpg.noise": "ou"}),  # stddev belongs to Gaussian types
@@ -111,7 +116,7 @@ REFUSED = [  # values apexrl cannot honour: one line naming the key
     ("double_q", False), ("model.fcnet_activation", "tanh"), ("actor_hidden_activation", "tanh"),
     ("critic_hidden_activation", "elu"), ("use_state_preprocessor", True), ("huber_threshold", 2.0),
     ("replay_buffer_config.replay_sequence_length", 20), ("replay_buffer_config.type", "MyBuffer"),
-    ("exploration_config.type", "EpsilonGreedy"), ("explore", False), ("evaluation_duration_unit", "timesteps"),
+    ("exploration_config.type", "SoftQ"), ("explore", False), ("evaluation_duration_unit", "timesteps"),
     ("evaluation_config.explore", True), ("num_atoms", 51), ("noisy", True), ("lr_schedule", [[0, 1e-3]]),
     ("multiagent", {"policies": {"a": None}}), ("metrics_num_episodes_for_smoothing", 10), ("hiddens", [64, 64]),
     ("placement_strategy", "ANYWHERE"),

@@ -46,6 +46,10 @@ class Policy(Protocol):
 
     def set_weights(self, weights: Weights) -> None: ...
 
+    def observe_global_steps(self, env_steps: int) -> None:
+        """The run's env steps over all actors, given with each chunk of work (schedules over the run)."""
+        ...
+
     def act(self, obs: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray: ...
 
     def priorities(self, batch: Batch) -> np.ndarray:

@@ -21,7 +21,16 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from apexrl.config.rllib_keys import BY_NAME, KEYS, OU_TYPES, SECTIONS, Ctx, dpg_noise, refuse
+from apexrl.config.rllib_keys import (
+    BY_NAME,
+    KEYS,
+    OU_TYPES,
+    SECTIONS,
+    Ctx,
+    dpg_noise,
+    dqn_exploration,
+    refuse,
+)
 from apexrl.config.schema import Config, ConfigError, to_dict
 
 log = logging.getLogger("apexrl.config")
@@ -117,8 +126,8 @@ def translate(raw: Mapping[str, Any], run: str | None = None, host_cpus: int | N
     for row in KEYS:  # table order: a key's row sees the whole config through ctx
         if row.rllib in flat:
             dotted.update(row.apply(flat[row.rllib], ctx))
-    if ctx.dpg and any(k.startswith("exploration_config.") for k in flat):
-        dotted.update(dpg_noise(ctx))  # a DDPG exploration section means RLlib's (per-worker OU by default)
+    if any(k.startswith("exploration_config.") for k in flat):  # the section as RLlib read it, with its defaults
+        dotted.update(dpg_noise(ctx) if ctx.dpg else dqn_exploration(ctx))
     if ctx.notes:
         log.warning("RLlib keys accepted with no effect here: %s", "; ".join(dict.fromkeys(ctx.notes)))
     out: dict[str, Any] = {}

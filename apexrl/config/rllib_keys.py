@@ -171,12 +171,25 @@ def _learning_starts(key: str) -> Key:
 
 
 def _exploration_type(v: Any, c: Ctx) -> dict[str, Any]:
-    if c.dpg:
-        return dpg_noise(c)
-    if v != "PerWorkerEpsilonGreedy":
-        raise refuse("exploration_config.type", v, "apexrl explores as Ape-X does, with a fixed spread of epsilons "
-                     "over workers (PerWorkerEpsilonGreedy); epsilon schedules are not supported")
-    return {}
+    return dpg_noise(c) if c.dpg else dqn_exploration(c)
+
+
+def dqn_exploration(c: Ctx) -> dict[str, Any]:
+    """PerWorkerEpsilonGreedy (APEX's default): Ape-X's fixed spread. EpsilonGreedy (plain DQN's default):
+    every slot's epsilon falls linearly from initial_epsilon to final_epsilon over epsilon_timesteps env
+    steps of the whole run (RLlib counted the driver's sampled steps)."""
+    kind = c.get("exploration_config.type", "EpsilonGreedy" if c.run == "DQN" else "PerWorkerEpsilonGreedy")
+    if kind == "PerWorkerEpsilonGreedy":
+        for k in ("initial_epsilon", "final_epsilon", "epsilon_timesteps"):
+            if f"exploration_config.{k}" in c.flat:
+                c.notes.append(f"exploration_config.{k} (PerWorkerEpsilonGreedy's epsilons are fixed per worker)")
+        return {}
+    if kind != "EpsilonGreedy":
+        raise refuse("exploration_config.type", kind, "use PerWorkerEpsilonGreedy (Ape-X) or EpsilonGreedy")
+    return {"actors.eps_start": float(c.get("exploration_config.initial_epsilon", 1.0)),
+            "actors.eps_base": float(c.get("exploration_config.final_epsilon", 0.05)),
+            "actors.eps_alpha": 0.0,
+            "actors.eps_anneal_steps": int(c.get("exploration_config.epsilon_timesteps", 100_000))}
 
 
 def dpg_noise(c: Ctx) -> dict[str, Any]:
@@ -204,6 +217,11 @@ def dpg_noise(c: Ctx) -> dict[str, Any]:
 def _ou_key(name: str) -> Key:
     return Key(f"exploration_config.{name}", "dpg.noise, dpg.ou_theta, dpg.noise_max, dpg.noise_min",
                "DDPG's OU noise (see exploration_config.type)", lambda v, c: dpg_noise(c) if c.dpg else {})
+
+
+def _epsilon_key(name: str, sets: str) -> Key:
+    return Key(f"exploration_config.{name}", sets, "EpsilonGreedy's schedule (see exploration_config.type); "
+               "no effect with PerWorkerEpsilonGreedy, whose epsilons are fixed per worker", lambda v, c: {})
 
 
 def _eval_interval(v: Any, c: Ctx) -> dict[str, Any]:
@@ -325,9 +343,10 @@ KEYS: list[Key] = [
     inert("optimizer.debug", "debug statistics of replay"),
     Key("training_intensity", "replay.samples_per_insert", "RLlib's replay ratio: sampled per inserted "
         "transition", lambda v, c: {} if v is None else {"replay.samples_per_insert": float(v)}),
-    Key("exploration_config.type", "dpg.noise... (DDPG) / the epsilon spread (DQN)",
-        "PerWorkerEpsilonGreedy (DQN); (PerWorker)OrnsteinUhlenbeckNoise or (PerWorker)GaussianNoise (DDPG)",
-        _exploration_type),
+    Key("exploration_config.type", "dpg.noise... (DDPG) / actors.eps_* (DQN)",
+        "PerWorkerEpsilonGreedy (APEX's default: Ape-X's fixed spread) or EpsilonGreedy (DQN's default: every "
+        "slot's epsilon falls linearly from initial_epsilon to final_epsilon over epsilon_timesteps env steps of "
+        "the whole run); (PerWorker)OrnsteinUhlenbeckNoise or (PerWorker)GaussianNoise (DDPG)", _exploration_type),
     _ou_key("ou_base_scale"),
     _ou_key("ou_theta"),
     _ou_key("ou_sigma"),
@@ -337,9 +356,9 @@ KEYS: list[Key] = [
     inert("exploration_config.initial_scale", "Ape-X's per-worker scales are fixed"),
     inert("exploration_config.final_scale", "Ape-X's per-worker scales are fixed"),
     inert("exploration_config.scale_timesteps", "Ape-X's per-worker scales are fixed"),
-    inert("exploration_config.initial_epsilon", "PerWorkerEpsilonGreedy's epsilons are fixed per worker"),
-    inert("exploration_config.final_epsilon", "PerWorkerEpsilonGreedy's epsilons are fixed per worker"),
-    inert("exploration_config.epsilon_timesteps", "PerWorkerEpsilonGreedy's epsilons are fixed per worker"),
+    _epsilon_key("initial_epsilon", "actors.eps_start"),
+    _epsilon_key("final_epsilon", "actors.eps_base (eps_alpha 0)"),
+    _epsilon_key("epsilon_timesteps", "actors.eps_anneal_steps"),
     inert("explore", "true: actors explore; evaluations are greedy", ok=bool,
           refusal="Ape-X's actors always explore; greedy play is `apexrl eval`"),
     Key("evaluation_interval", "evaluation.interval_s", _eval_interval.__doc__ or "", _eval_interval),

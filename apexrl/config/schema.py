@@ -65,6 +65,9 @@ class ActorsConfig:
     eps_base: float = 0.4  # eps_i = eps_base ** (1 + eps_alpha * i / (N - 1))  (Ape-X)
     eps_alpha: float = 7.0
     epsilon_per: str = "env"  # env | actor: which unit gets its own epsilon (env: a spread even with 2 actors)
+    eps_anneal_steps: int = 0  # env steps (all actors) over which each slot's epsilon falls linearly from
+    #                            eps_start to its own; 0 = fixed from the start, as in Ape-X
+    eps_start: float = 1.0  # the epsilon every slot starts from when eps_anneal_steps > 0
     send_every: int = 1024  # transitions per send to replay; a Ray call costs the shard ~1-2 ms whatever its size
     weight_sync_period: int = 400  # env steps per actor between weight pulls (Ape-X: 400)
     max_inflight_sends: int = 8  # unacknowledged sends before the actor waits for replay

@@ -56,8 +56,10 @@ def validate(cfg: Config) -> Config:
     _check(a.num_actors is None or a.num_actors >= 1, "actors.num_actors", a.num_actors,
            "an integer >= 1, or null for one per CPU core")
     _check(a.envs_per_actor >= 1, "actors.envs_per_actor", a.envs_per_actor, "an integer >= 1")
-    _check(0.0 < a.eps_base <= 1.0, "actors.eps_base", a.eps_base, "a number in (0, 1]")
+    _check(0.0 <= a.eps_base <= 1.0, "actors.eps_base", a.eps_base, "a number in [0, 1]")
     _check(a.eps_alpha >= 0.0, "actors.eps_alpha", a.eps_alpha, "a number >= 0")
+    _check(a.eps_anneal_steps >= 0, "actors.eps_anneal_steps", a.eps_anneal_steps, "an integer >= 0 (0 = no anneal)")
+    _check(0.0 <= a.eps_start <= 1.0, "actors.eps_start", a.eps_start, "a number in [0, 1]")
     _check(a.send_every >= 1, "actors.send_every", a.send_every, "an integer >= 1 (transitions per send)")
     _check(a.weight_sync_period >= 1, "actors.weight_sync_period", a.weight_sync_period, "an integer >= 1")
     _check(a.max_inflight_sends >= 1, "actors.max_inflight_sends", a.max_inflight_sends, "an integer >= 1")

@@ -155,9 +155,12 @@ class Actor:
         if got is not None:
             self.set_weights(got[1], got[0])
 
-    def run(self, num_steps: int) -> dict[str, Any]:
-        """Step every env ``num_steps`` times (``num_steps * envs_per_actor`` env steps); return stats."""
+    def run(self, num_steps: int, global_env_steps: int | None = None) -> dict[str, Any]:
+        """Step every env ``num_steps`` times (``num_steps * envs_per_actor`` env steps); return stats.
+        ``global_env_steps``: the run's count over all actors now (for the policy's schedules)."""
         t0 = time.perf_counter()
+        if global_env_steps is not None:
+            self.policy.observe_global_steps(global_env_steps)
         returns: list[float] = []
         lengths: list[int] = []
         levels: list[float] = []

@@ -168,7 +168,7 @@ class Loop:
 
     def _start_actor(self, i: int) -> None:
         if not (self.holding or self._actors_held):
-            self.pending[self.topology.actors[i].run.remote(self.chunk[i])] = ("actor", i)
+            self.pending[self.topology.actors[i].run.remote(self.chunk[i], self.progress.env_steps)] = ("actor", i)
 
     def _start_learner(self) -> None:
         if not self.holding:

@@ -40,8 +40,8 @@ class ActorWorker:
         self.sink = RayReplaySink(shards, system.cfg.actors.max_inflight_sends, start=index)
         self.actor = system.make_actor(index, self.sink, RayWeightSource(ps))
 
-    def run(self, num_steps: int) -> dict[str, Any]:
-        stats = self.actor.run(num_steps)
+    def run(self, num_steps: int, global_env_steps: int | None = None) -> dict[str, Any]:
+        stats = self.actor.run(num_steps, global_env_steps)
         stats["dropped_sends"] = self.sink.dropped
         stats["blocked_s"] = self.sink.blocked_s
         return stats

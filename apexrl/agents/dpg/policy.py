@@ -68,6 +68,9 @@ class NoisePolicy:
         self.ou_theta = ou_theta  # None: Gaussian noise
         self._ou: np.ndarray | None = None
 
+    def observe_global_steps(self, env_steps: int) -> None:
+        """Fixed per-slot scales: the run's progress does not change them."""
+
     def set_weights(self, weights: Weights) -> None:
         load_numpy_state_dict(self.net, weights)
 

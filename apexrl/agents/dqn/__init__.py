@@ -37,9 +37,10 @@ class DQNBuilder:
                           key_capacity: int = 0) -> EpsilonGreedyPolicy:
         a = cfg.actors
         eps = actor_epsilons(actor_index, num_actors, num_envs, a.eps_base, a.eps_alpha, a.epsilon_per)
+        anneal = (a.eps_start, a.eps_anneal_steps, num_actors) if a.eps_anneal_steps > 0 else None
         return EpsilonGreedyPolicy(network, int(action_space.n), eps, seed,  # type: ignore[attr-defined]
                                    cfg.replay.priority_eps, key_capacity, a.precision,
-                                   resolve_device(a.device, "actors"))
+                                   resolve_device(a.device, "actors"), anneal)
 
     def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
                          seed: int, explore: float | None = None) -> EpsilonGreedyPolicy:

@@ -40,7 +40,9 @@ class EpsilonGreedyPolicy:
 
     def __init__(self, net: torch.nn.Module, num_actions: int, epsilons: np.ndarray, seed: int,
                  priority_eps: float, key_capacity: int = 0, precision: str = "float32",
-                 device: str | torch.device = "cpu") -> None:
+                 device: str | torch.device = "cpu", anneal: tuple[float, int, int] | None = None) -> None:
+        """``anneal``: (start epsilon, env steps over all actors, number of actors): each slot's epsilon
+        falls linearly from start to its own as the run's env steps grow (RLlib's EpsilonGreedy)."""
         self.device = torch.device(device)
         self.net = net.to(self.device)
         self.net.eval()
@@ -52,13 +54,31 @@ class EpsilonGreedyPolicy:
         self._autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bfloat16"
                           else contextlib.nullcontext())
         self.num_actions = num_actions
-        self.exploration = np.asarray(epsilons, dtype=np.float64)
+        self.final = np.asarray(epsilons, dtype=np.float64)
+        self.exploration = self.final.copy()
+        self.anneal = anneal
+        self._global0, self._local, self._local0 = 0, 0, 0
+        if anneal is not None:
+            self.observe_global_steps(0)
         self.rng = np.random.default_rng(seed)
         self.priority_eps = priority_eps
         self._ring_size = max(1, key_capacity)
         self._qring = np.zeros((self._ring_size, num_actions), dtype=np.float32)
         self._owner = np.full(self._ring_size, -1, dtype=np.int64)
         self._fresh: tuple[np.ndarray, torch.Tensor] | None = None  # precomputed for the next act
+
+    def observe_global_steps(self, env_steps: int) -> None:
+        """The run's env steps over all actors now (the driver's count, resumed runs included)."""
+        self._global0, self._local0 = env_steps, self._local
+        self._anneal()
+
+    def _anneal(self) -> None:
+        if self.anneal is None:
+            return
+        start, steps, actors = self.anneal
+        done = self._global0 + (self._local - self._local0) * actors  # this actor's share times the actors
+        frac = min(1.0, done / steps) if steps > 0 else 1.0
+        self.exploration = start + (self.final - start) * frac
 
     def set_weights(self, weights: Weights) -> None:
         load_numpy_state_dict(self.net, weights)
@@ -86,6 +106,9 @@ class EpsilonGreedyPolicy:
                 self._store(keys, q.numpy())
         self._fresh = None
         greedy = q.argmax(dim=1).numpy()
+        if self.anneal is not None:
+            self._local += len(greedy)
+            self._anneal()
         explore = self.rng.random(len(greedy)) < self.exploration[: len(greedy)]
         if explore.any():
             greedy = np.where(explore, self.rng.integers(self.num_actions, size=len(greedy)), greedy)

@@ -66,3 +66,30 @@ def test_weights_loaded_later_keep_the_fast_layout(pixels_net):
     x = states(4, seed=2)
     with torch.no_grad():
         torch.testing.assert_close(policy._q(x), other(torch.as_tensor(x)), rtol=1e-4, atol=1e-5)
+
+
+def test_an_annealed_epsilon_falls_with_the_runs_env_steps_from_start_to_each_slots_own():
+    """RLlib's EpsilonGreedy: linear from eps_start over the run's env steps (all actors), then each slot's own."""
+    net = torch.nn.Linear(4, 2)
+    final = np.array([0.1, 0.02])
+    policy = EpsilonGreedyPolicy(net, 2, final, seed=0, priority_eps=1e-6, anneal=(1.0, 1000, 4))
+    np.testing.assert_allclose(policy.exploration, [1.0, 1.0])
+    policy.observe_global_steps(500)  # the driver's count: half-way
+    np.testing.assert_allclose(policy.exploration, [0.55, 0.51])
+    for _ in range(25):  # 25 vector steps of 2 envs here ~ 200 env steps of 4 such actors
+        policy.act(np.zeros((2, 4), np.float32))
+    np.testing.assert_allclose(policy.exploration, 1.0 + (final - 1.0) * 0.7)
+    policy.observe_global_steps(5000)  # past the end: a resumed run starts there, not from eps_start
+    np.testing.assert_allclose(policy.exploration, final)
+
+
+def test_the_builder_anneals_only_when_asked():
+    from apexrl.agents import get_builder
+    from apexrl.config import Config
+
+    builder, space = get_builder("dqn"), gym.spaces.Discrete(2)
+    net = torch.nn.Linear(4, 2)
+    plain = builder.make_actor_policy(Config(), net, space, 0, 2, 3, 0)
+    assert plain.anneal is None
+    cfg = Config().replace(**{"actors.eps_anneal_steps": 1000, "actors.eps_start": 0.9})
+    assert builder.make_actor_policy(cfg, net, space, 1, 2, 3, 0).anneal == (0.9, 1000, 2)
