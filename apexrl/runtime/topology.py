@@ -15,6 +15,8 @@ import ray
 from apexrl.runtime.assembly import System
 from apexrl.runtime.evaluator import DriverEvaluator
 
+LEARNER_RESERVE_S = 30.0  # a GPU learner's reservation: at most this long before the actors are asked for
+
 
 def _strategy(system: System) -> str:
     return "SPREAD" if system.cfg.actors.placement == "spread" else "DEFAULT"
@@ -49,6 +51,7 @@ class Topology:
 
         cfg = system.cfg
         self.system, self.cfg, self.num_actors, self.group = system, cfg, system.num_actors, group
+        self.learner_group: Any = None
         self.ps = ParameterServer.remote()
         self.shards = [self.make_shard(i) for i in range(cfg.replay.num_shards)]
         self.learner = self.make_learner()
@@ -59,9 +62,24 @@ class Topology:
         from apexrl.runtime.workers import LearnerWorker
 
         cfg = self.cfg
-        where = _bundle(self.group, 0) if self.group is not None else {}
+        where = _bundle(self.group, 0) if self.group is not None else self._reserved_learner_bundle()
         return LearnerWorker.options(num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus, **where).remote(
             self.system, self.shards, self.ps, threads=max(1, int(cfg.learner.num_cpus)))
+
+    def _reserved_learner_bundle(self) -> dict[str, Any]:
+        """A GPU learner's CPU and GPU, reserved before any actor asks for CPUs: Ray places actors as their
+        requests come, and an actor landing on the GPU node first could leave the learner no CPU there,
+        pending forever (seen on a test cluster whose GPU node had room for one actor)."""
+        le = self.cfg.learner
+        if le.num_gpus <= 0:
+            return {}
+        if self.learner_group is None:
+            from ray.util.placement_group import placement_group
+
+            need = {k: v for k, v in (("CPU", le.num_cpus), ("GPU", le.num_gpus)) if v > 0}
+            self.learner_group = placement_group([need])
+            ray.wait([self.learner_group.ready()], timeout=LEARNER_RESERVE_S)  # else: StartWatch reports it
+        return _bundle(self.learner_group, 0)
 
     def make_shard(self, i: int) -> Any:
         from apexrl.runtime.workers import ReplayShardWorker
@@ -91,3 +109,8 @@ class Topology:
                     ray.kill(a)
                 except Exception:  # pragma: no cover - already gone
                     pass
+        if self.learner_group is not None:
+            try:
+                ray.util.remove_placement_group(self.learner_group)
+            except Exception:  # pragma: no cover - Ray already shut down
+                pass
