@@ -35,7 +35,7 @@ def replay_evaluation(state, episodes=None, seed=None):
 def test_a_run_stopped_by_its_target_leaves_the_weights_that_met_it(agent, tmp_path, capsys):
     over = ({"stop.target_return": 60.0} if agent == "dqn" else
             {"agent": "dpg", "env.id": "Pendulum-v1", "stop.target_return": -1000.0,
-             "replay.learning_starts": 500})
+             "replay.learning_starts": 500, "replay.samples_per_insert": 8.0})  # actors wait for the learner
     cfg = tiny_config(**{"evaluation.interval_s": 1.0, "evaluation.episodes": 4, "stop.max_time_s": 240,
                          "checkpoint.every_reports": 2, **over})
     result = train(cfg, run_dir=tmp_path / "run")
