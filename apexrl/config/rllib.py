@@ -23,6 +23,7 @@ from typing import Any
 
 from apexrl.config.rllib_keys import (
     BY_NAME,
+    ITERATION_S,
     KEYS,
     OU_TYPES,
     SECTIONS,
@@ -174,7 +175,7 @@ def experiments(data: Mapping[str, Any], host_cpus: int | None = None) -> list[t
         if "env" in exp:
             config["env"] = exp["env"]
         cfg = translate(config, run=run, host_cpus=host_cpus, strict=True)
-        iteration_s = float(config.get("min_time_s_per_iteration") or 5.0)
+        iteration_s = float(config.get("min_time_s_per_iteration") or ITERATION_S)
         for k, v in _stop(exp.get("stop") or {}, iteration_s).items():
             _put(cfg, k, v)
         if exp.get("checkpoint_freq"):

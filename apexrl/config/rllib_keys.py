@@ -170,10 +170,6 @@ def _learning_starts(key: str) -> Key:
                "shard (x num_replay_buffer_shards); the largest of the three wins", apply)
 
 
-def _exploration_type(v: Any, c: Ctx) -> dict[str, Any]:
-    return dpg_noise(c) if c.dpg else dqn_exploration(c)
-
-
 def dqn_exploration(c: Ctx) -> dict[str, Any]:
     """PerWorkerEpsilonGreedy (APEX's default): Ape-X's fixed spread. EpsilonGreedy (plain DQN's default):
     every slot's epsilon falls linearly from initial_epsilon to final_epsilon over epsilon_timesteps env
@@ -216,12 +212,16 @@ def dpg_noise(c: Ctx) -> dict[str, Any]:
 
 def _ou_key(name: str) -> Key:
     return Key(f"exploration_config.{name}", "dpg.noise, dpg.ou_theta, dpg.noise_max, dpg.noise_min",
-               "DDPG's OU noise (see exploration_config.type)", lambda v, c: dpg_noise(c) if c.dpg else {})
+               "DDPG's OU noise (see exploration_config.type)", _section)
+
+
+def _section(v: Any, c: Ctx) -> dict[str, Any]:
+    return {}  # the exploration section is read as a whole, once, by apexrl.config.rllib.translate
 
 
 def _epsilon_key(name: str, sets: str) -> Key:
     return Key(f"exploration_config.{name}", sets, "EpsilonGreedy's schedule (see exploration_config.type); "
-               "no effect with PerWorkerEpsilonGreedy, whose epsilons are fixed per worker", lambda v, c: {})
+               "no effect with PerWorkerEpsilonGreedy, whose epsilons are fixed per worker", _section)
 
 
 def _eval_interval(v: Any, c: Ctx) -> dict[str, Any]:
@@ -346,7 +346,7 @@ KEYS: list[Key] = [
     Key("exploration_config.type", "dpg.noise... (DDPG) / actors.eps_* (DQN)",
         "PerWorkerEpsilonGreedy (APEX's default: Ape-X's fixed spread) or EpsilonGreedy (DQN's default: every "
         "slot's epsilon falls linearly from initial_epsilon to final_epsilon over epsilon_timesteps env steps of "
-        "the whole run); (PerWorker)OrnsteinUhlenbeckNoise or (PerWorker)GaussianNoise (DDPG)", _exploration_type),
+        "the whole run); (PerWorker)OrnsteinUhlenbeckNoise or (PerWorker)GaussianNoise (DDPG)", _section),
     _ou_key("ou_base_scale"),
     _ou_key("ou_theta"),
     _ou_key("ou_sigma"),
