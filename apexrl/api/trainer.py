@@ -69,7 +69,7 @@ class ApexTrainer(tune.Trainable):
         if isinstance(config, str):
             config = load(config)
         if isinstance(config, Config):
-            config = to_dict(config)
+            config = to_dict(config, objects=True)
         super().__init__(config=dict(config or {}), **kwargs)
 
     def setup(self, config: dict[str, Any]) -> None:

@@ -28,8 +28,13 @@ log = logging.getLogger("apexrl.config")
 ALIASES: dict[str, str] = {k.rllib: k.sets for k in KEYS if k.rename and "." not in k.rllib}
 
 
+_SECTIONS = {f.name for f in dataclasses.fields(Config)}
+
+
 def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    key = ALIASES.get(key, key)
+    head, dot, rest = key.partition(".")
+    nested = dot and head in ALIASES and head not in _SECTIONS  # env_config.size -> env.kwargs.size
+    key = ALIASES.get(key, f"{ALIASES[head]}.{rest}" if nested else key)
     parts = key.split(".")
     node = data
     for i, p in enumerate(parts[:-1]):
@@ -154,7 +159,31 @@ def from_dict(raw: Mapping[str, Any] | None) -> Config:
         raw = {}
     if not isinstance(raw, Mapping):
         raise ConfigError(f"a config must be a mapping of keys to values, got {type(raw).__name__}")
+    raw = _env_object(raw)
     return validate(_build(Config, _migrate(_flatten_aliases(raw)), ""))
+
+
+def _env_object(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``{"env": MyEnv}`` (a class or creator, RLlib's way) -> the env section with its id and creator."""
+    env = raw.get("env")
+    if env is None or isinstance(env, (str, Mapping)):
+        return raw
+    if not callable(env):
+        raise ConfigError(f"config key 'env' = {env!r} must be an env id, a class or a creator (a callable taking "
+                          "env_config), or an env section")
+    section: dict[str, Any] = {"id": describe_env_object(env), "creator": env}
+    if "env_config" in raw:
+        section["kwargs"] = raw["env_config"]
+    return {**{k: v for k, v in raw.items() if k != "env_config"}, "env": section}
+
+
+def describe_env_object(obj: Any) -> str:
+    """What config.yaml records for an env handed over as an object: its import path where it has one
+    (a resume rebuilds it), else ``<name>`` (a resume needs it from the caller)."""
+    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if module and qual and module != "__main__" and "<" not in qual:
+        return f"{module}.{qual}"
+    return f"<{qual or type(obj).__name__}>"
 
 
 def resolve_path(path: str | os.PathLike[str]) -> Path:

@@ -28,8 +28,18 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class EnvConfig:
-    id: str = "CartPole-v1"  # any gymnasium id the agent can act in, e.g. ALE/Pong-v5
-    kwargs: Mapping[str, Any] = field(default_factory=dict)  # passed to gymnasium.make
+    id: str = "CartPole-v1"  # a gymnasium id (ALE/Pong-v5, module:Id), a name given to ray.tune's register_env,
+    #                          or a dotted class path (my_pkg.envs.MyEnv); in Python also a class or creator
+    kwargs: Mapping[str, Any] = field(default_factory=dict)  # gymnasium.make's keyword arguments; a class or
+    #                                                          creator gets them as its one env_config argument
+    creator: Any = field(default=None, metadata={"object": True})  # the class or callable handed over in Python
+    #                   (not in config.yaml: a resume rebuilds it from id when id names an importable class)
+    action_mask: str = "auto"  # where legal actions come from: observation (a Dict entry 'action_mask') | info
+    #                            (info['action_mask']) | none | auto (the Dict entry, else info if the env's reset
+    #                            info has one: one extra reset when an env is built)
+    ignore_observation: tuple[str, ...] = ()  # observation entries (paths like 'mission' or 'goal.text') kept out
+    #                                           of the network's input; non-numeric entries are left out anyway,
+    #                                           with a warning unless listed here
     max_episode_steps: int | None = None  # steps; None keeps the env's own limit
     atari: bool | None = None  # DQN Atari preprocessing; None = on for ALE/ ids
     frame_stack: int = 4  # frames (Atari)
@@ -191,7 +201,7 @@ class Config:
         from apexrl.config import rllib  # parsing sits above the schema
         from apexrl.config.parse import from_dict, set_dotted
 
-        data = to_dict(self)
+        data = to_dict(self, objects=True)
         theirs = {k: v for k, v in dotted.items() if rllib.is_rllib_key(k) and k not in rllib.APEXRL_TOP}
         if theirs:
             data = rllib.merge(data, rllib.translate({**theirs, "agent": self.agent}, identity=False, base=data))
@@ -204,13 +214,16 @@ class Config:
         return from_dict(data)
 
 
-def to_dict(cfg: Any) -> dict[str, Any]:
-    """Plain nested dict (tuples as lists, mappings as dicts) for YAML and checkpoints."""
+def to_dict(cfg: Any, objects: bool = False) -> dict[str, Any]:
+    """Plain nested dict (tuples as lists, mappings as dicts) for YAML and checkpoints; ``objects`` keeps the
+    Python objects a config may carry (an env creator), which YAML and checkpoints leave out."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
+        if f.metadata.get("object") and not objects:
+            continue
         if dataclasses.is_dataclass(v):
-            v = to_dict(v)
+            v = to_dict(v, objects)
         elif isinstance(v, tuple):
             v = list(v)
         elif isinstance(v, Mapping):

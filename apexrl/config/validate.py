@@ -16,6 +16,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "network.kind": ("auto", "mlp", "nature_cnn", "minatar"),
     "env.vector": ("auto", "gymnasium", "ale"),
     "env.non_finite": ("stop", "drop"),
+    "env.action_mask": ("auto", "observation", "info", "none"),
     "actors.epsilon_per": ("env", "actor"),
     "actors.placement": ("pack", "spread"),
     "actors.precision": ("float32", "bfloat16", "auto"),
@@ -42,7 +43,9 @@ def validate(cfg: Config) -> Config:
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ConfigError(f"config key '{key}' = {v!r} is invalid{hint}; allowed: {', '.join(choices)}")
     e, a, r, le = cfg.env, cfg.actors, cfg.replay, cfg.learner
-    _check(bool(e.id), "env.id", e.id, "a gymnasium environment id such as CartPole-v1")
+    _check(bool(e.id), "env.id", e.id, "a gymnasium environment id such as CartPole-v1, a register_env name or a class path")
+    _check(e.creator is None or callable(e.creator), "env.creator", e.creator,
+           "an env class or a callable taking env_config and returning an env")
     _check(e.max_episode_steps is None or e.max_episode_steps >= 1, "env.max_episode_steps",
            e.max_episode_steps, "an integer >= 1 or null")
     _check(e.frame_stack >= 1, "env.frame_stack", e.frame_stack, "an integer >= 1")

@@ -42,9 +42,31 @@ def check_spaces_hold(env_id: str, env: gym.Env) -> str | None:
     return None
 
 
-def _observation_problem(obs: Any, space: gym.Space) -> str | None:
+def _observation_problem(obs: Any, space: gym.Space, where: str = "") -> str | None:
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        keys = list(space.spaces) if isinstance(space, gym.spaces.Dict) else range(len(space.spaces))
+        for k in keys:
+            try:
+                value = obs[k]
+            except (KeyError, IndexError, TypeError):
+                return f"an observation without its entry '{where}{k}'"
+            problem = _observation_problem(value, space[k], f"{where}{k}.")
+            if problem:
+                return problem
+        return None
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        ok = False
+        try:
+            ok = space.contains(np.asarray(obs, dtype=np.int64) if not isinstance(space, gym.spaces.Discrete)
+                                else np.int64(obs))
+        except (TypeError, ValueError):
+            pass
+        return None if ok else f"an observation entry '{where.rstrip('.') or 'observation'}' of {_describe(obs)}"
     if not isinstance(space, gym.spaces.Box):
         return None
+    if where:
+        problem = _observation_problem(obs, space)
+        return problem and problem.replace("an observation", f"an observation entry '{where.rstrip('.')}'", 1)
     a = np.asarray(obs)
     if a.shape != space.shape:
         return f"an observation of {_describe(obs)}"
@@ -63,20 +85,26 @@ def _observation_problem(obs: Any, space: gym.Space) -> str | None:
     return None
 
 
-def non_finite_rows(reward: np.ndarray, obs: np.ndarray) -> np.ndarray:
-    """[E] bool: where a vector step's reward or (float) observation holds NaN or infinity."""
+def non_finite_rows(reward: np.ndarray, obs: np.ndarray, codec: Any = None) -> np.ndarray:
+    """[E] bool: where a vector step's reward or (float) observation holds NaN or infinity; ``codec``: the
+    float leaves of packed structured observations."""
     bad = ~np.isfinite(reward)
-    if obs.dtype.kind == "f":
+    if codec is not None:
+        bad |= codec.non_finite_rows(obs)
+    elif obs.dtype.kind == "f":
         bad |= ~np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
     return bad
 
 
-def first_non_finite(reward: np.ndarray, obs: np.ndarray) -> tuple[str, int, Any] | None:
+def first_non_finite(reward: np.ndarray, obs: np.ndarray, codec: Any = None) -> tuple[str, int, Any] | None:
     """(what, env slot, value) of the first non-finite reward or observation of a vector step, or None."""
     bad = ~np.isfinite(reward)
     if bad.any():
         e = int(np.flatnonzero(bad)[0])
         return "reward", e, reward[e]
+    if codec is not None:
+        rows = codec.non_finite_rows(obs)
+        return ("observation", int(np.flatnonzero(rows)[0]), "nan/inf") if rows.any() else None
     if obs.dtype.kind == "f":
         flat = obs.reshape(len(obs), -1)
         rows = ~np.isfinite(flat).all(axis=1)

@@ -17,6 +17,8 @@ from apexrl.envs.atari import is_atari, make_atari
 from apexrl.envs.atari_vector import ale_vector_reason, make_ale_vector
 from apexrl.envs.contract import check_spaces_hold
 from apexrl.envs.minatar import is_minatar, make_minatar, register_minatar
+from apexrl.envs.sources import call_creator, resolve_creator
+from apexrl.envs.structured import StructuredObservation, structure
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,9 @@ def _extra_hint(env_id: str, error: Exception) -> str:
 def _raw_make(cfg: EnvConfig, render_mode: str | None = None, **extra: Any) -> gym.Env:
     if is_atari(cfg) or cfg.id.startswith("ALE/"):
         _register_ale()
+    creator = _creator(cfg)
+    if creator is not None:
+        return _call(creator, cfg, render_mode, extra)
     kwargs = dict(cfg.kwargs)
     kwargs.update(extra)
     if render_mode is not None:
@@ -77,12 +82,50 @@ def _raw_make(cfg: EnvConfig, render_mode: str | None = None, **extra: Any) -> g
         raise EnvSpecError(f"cannot make env '{cfg.id}': {e}; {_extra_hint(cfg.id, e)}") from None
     except gym.error.Error as e:
         if _import_env_module(cfg.id) not in gym.registry:
-            close = difflib.get_close_matches(cfg.id, list(gym.registry), n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry for ids"
-            raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}") from None
+            raise EnvSpecError(_unknown(cfg.id)) from None
         if isinstance(e, gym.error.DependencyNotInstalled):
             raise EnvSpecError(f"cannot make env '{cfg.id}': {str(e).splitlines()[0]}; {_extra_hint(cfg.id, e)}") from None
         raise EnvSpecError(f"cannot make env '{cfg.id}': {e}") from None
+
+
+def _unknown(env_id: str) -> str:
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry for ids"
+    return (f"unknown env '{env_id}' (env.id): not a gymnasium id, a ray.tune register_env name or an importable "
+            f"class path{hint}")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
+
+
+def env_creator(cfg: EnvConfig) -> Any:
+    """The class or creator that builds ``cfg``'s env, or None for a gymnasium id."""
+    return _creator(cfg)
+
+
+def _creator(cfg: EnvConfig) -> Any:
+    try:
+        return resolve_creator(cfg.id, cfg.creator)
+    except Exception as e:  # a class path whose module fails to import
+        raise EnvSpecError(f"env '{cfg.id}' (env.id): cannot import it: {_first_line(e)}") from None
+
+
+def _call(creator: Any, cfg: EnvConfig, render_mode: str | None, extra: dict[str, Any]) -> gym.Env:
+    config = {**cfg.kwargs, **extra}
+    if render_mode is not None:
+        config["render_mode"] = render_mode
+    try:
+        env = call_creator(creator, cfg.id, config)
+    except Exception as e:
+        raise EnvSpecError(f"env '{cfg.id}': its creator raised {_first_line(e)}; check env.kwargs (env_config) "
+                           "and the creator") from None
+    if render_mode is not None and getattr(env, "render_mode", None) is None:
+        env.render_mode = render_mode  # a class that ignores env_config's render_mode: render() may still work
+    if cfg.max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, cfg.max_episode_steps)
+    return env
 
 
 def make_env(cfg: EnvConfig, seed: int | None = None, training: bool = True,
@@ -95,18 +138,29 @@ def make_env(cfg: EnvConfig, seed: int | None = None, training: bool = True,
         env = make_minatar(cfg, render_mode=render_mode, raw_make=_raw_make)
     else:
         env = _raw_make(cfg, render_mode=render_mode)
+        try:
+            env = structure(env, cfg.id, cfg.action_mask, tuple(cfg.ignore_observation))
+        except ValueError as e:
+            env.close()
+            raise EnvSpecError(str(e)) from None
     if seed is not None:
         env.reset(seed=seed)
         env.action_space.seed(seed)
     return env
 
 
-def create_env(env: str | EnvConfig | dict[str, Any], seed: int | None = None, training: bool = True) -> gym.Env:
+def create_env(env: Any, seed: int | None = None, training: bool = True,
+               env_config: dict[str, Any] | None = None) -> gym.Env:
     """The env exactly as apexrl's actors build it, for your own loop: a gymnasium id (``module:Class``
-    ids import their module), an ``env`` config section, or an ``EnvConfig``; Atari ids get DQN
-    preprocessing."""
+    ids import their module), a register_env name, a class path, an env class or creator (called with
+    ``env_config``), an ``env`` config section, or an ``EnvConfig``; Atari ids get DQN preprocessing,
+    structured observations become packed rows (``observation_space.codec``)."""
     if isinstance(env, str):
-        cfg = EnvConfig(id=env)
+        cfg = EnvConfig(id=env, kwargs=env_config or {})
+    elif callable(env) and not isinstance(env, EnvConfig):
+        from apexrl.config.parse import describe_env_object
+
+        cfg = EnvConfig(id=describe_env_object(env), creator=env, kwargs=env_config or {})
     elif isinstance(env, dict):
         from apexrl.config import from_dict
 
@@ -149,7 +203,7 @@ def env_spaces(cfg: EnvConfig, check: bool = False) -> tuple[gym.Space, gym.Spac
     try:
         if check:
             try:
-                problem = check_spaces_hold(cfg.id, env)
+                problem = check_spaces_hold(cfg.id, env.env if isinstance(env, StructuredObservation) else env)
             except Exception as e:  # the user's env raised: say so in one line
                 raise EnvSpecError(f"env '{cfg.id}' failed on reset or its first step: "
                                    f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
@@ -172,14 +226,12 @@ def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
                 register_minatar()
             except ImportError as e:
                 raise EnvSpecError(f"env.id '{cfg.id}': {e}") from None
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise EnvSpecError(f"unknown env id '{cfg.id}' (env.id){hint}")
+    if env_id not in gym.registry and _creator(cfg) is None:
+        raise EnvSpecError(_unknown(cfg.id))
     uses_ale_vector(cfg)  # env.vector=ale where it cannot apply fails here, with the reason
     obs_space, act_space = env_spaces(cfg, check=True)
     if not isinstance(obs_space, gym.spaces.Box) or obs_space.shape is None:
-        raise EnvSpecError(f"env '{cfg.id}' has observation space {obs_space}; apexrl needs a Box (array) space")
+        raise EnvSpecError(f"env '{cfg.id}' has observation space {obs_space}; apexrl needs numeric array leaves")
     if not np.issubdtype(obs_space.dtype, np.number):
         raise EnvSpecError(f"env '{cfg.id}' observations have dtype {obs_space.dtype}; need numeric arrays")
     return obs_space, act_space

@@ -32,6 +32,7 @@ from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs import frame_stacked
 from apexrl.envs.contract import NonFiniteEnvError, first_non_finite, non_finite_rows
 from apexrl.envs.factory import make_actor_envs, sync_vector_env
+from apexrl.envs.spaces import codec_of
 from apexrl.replay.frames import FrameStackEncoder
 from apexrl.replay.nstep import NStepBuilder
 
@@ -68,6 +69,7 @@ class Actor:
             self.envs, self.obs = sync_vector_env([(lambda i=i: env_factory(self.seed + i)) for i in range(E)],
                                                   self.seed)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+        self.codec = codec_of(obs_space)  # structured observations: their float leaves are checked for NaN
         torch.manual_seed(self.seed)  # same seed, same initial network: runs are reproducible
         net = builder.make_network(cfg, obs_space, act_space, model_factory)
         self.frames = frame_stacked(cfg.env)
@@ -168,9 +170,9 @@ class Actor:
         for _ in range(num_steps):
             action = self.policy.act(self.obs, self._tokens[:, -1] if self.frames else None)
             next_obs, reward, terminated, truncated, info = self.envs.step(action)
-            bad = first_non_finite(reward, next_obs)
+            bad = first_non_finite(reward, next_obs, self.codec)
             if bad is not None and self.cfg.env.non_finite == "drop":
-                self.nonfinite_steps += int(non_finite_rows(reward, next_obs).sum())
+                self.nonfinite_steps += int(non_finite_rows(reward, next_obs, self.codec).sum())
                 bad = None
             if bad is not None:
                 what, e, value = bad
@@ -231,7 +233,8 @@ class Actor:
 
     def _finite(self, out: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
         """``out`` without the transitions whose n-step reward or observations are not finite."""
-        keep = ~non_finite_rows(out["reward"], out["obs"]) & ~non_finite_rows(out["reward"], out["next_obs"])
+        keep = (~non_finite_rows(out["reward"], out["obs"], self.codec)
+                & ~non_finite_rows(out["reward"], out["next_obs"], self.codec))
         if keep.all():
             return out
         self.nonfinite_dropped += int((~keep).sum())

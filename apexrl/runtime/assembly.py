@@ -10,6 +10,7 @@ so they share seeds, the rate limiter, the frame handling and the agent.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from apexrl.agents.base import AgentBuilder, Learner, ModelFactory, Policy
 from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs import check_env, frame_stacked
+from apexrl.envs.factory import env_creator
 from apexrl.replay.client import ReplayClient, ShardTransport, batches_per_request
 from apexrl.replay.rate_limiter import default_error_buffer, default_max_lead
 from apexrl.runtime.actor import Actor, EnvFactory
@@ -138,6 +140,9 @@ def assemble(cfg: Config, num_actors: int | None = None, cluster_cpus: float | N
     ``num_actors`` given, else ``actors.num_actors``, else one per CPU of ``cluster_cpus`` (default 1)."""
     builder = get_builder(cfg.agent)
     obs_space, act_space = check_env(cfg.env)
+    creator = env_creator(cfg.env)
+    if creator is not None and cfg.env.creator is None:  # a register_env name or class path: the object
+        cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, creator=creator))  # travels to workers
     builder.check_spaces(cfg.env.id, obs_space, act_space)
     n = num_actors if num_actors is not None else auto_num_actors(cfg, cluster_cpus or 1.0)
     return System(cfg, builder, obs_space, act_space, n, model_factory)

@@ -9,10 +9,11 @@ import torch
 
 from apexrl.agents.base import ModelFactory
 from apexrl.agents.dpg.learner import DPGLearner
-from apexrl.agents.dpg.networks import ActionScale, build_actor_critic
+from apexrl.agents.dpg.networks import ActionScale, StructuredModel, build_actor_critic
 from apexrl.agents.dpg.policy import NoisePolicy, actor_noise_scales
 from apexrl.config import Config
 from apexrl.envs import EnvSpecError
+from apexrl.envs.spaces import codec_of
 
 
 class DPGBuilder:
@@ -26,12 +27,19 @@ class DPGBuilder:
             raise EnvSpecError(f"env '{env_id}' has unbounded actions (low {action_space.low}, high "
                                f"{action_space.high}); agent 'dpg' needs finite bounds (wrap the env with "
                                "gymnasium.wrappers.ClipAction or RescaleAction and register it)")
+        codec = codec_of(observation_space)
+        if codec is not None and codec.mask_leaf is not None:
+            raise EnvSpecError(f"env '{env_id}' gives action masks; agent 'dpg' acts in continuous spaces and cannot "
+                               "use them (set env.action_mask=none to ignore them)")
         if not np.issubdtype(action_space.dtype, np.floating):
             raise EnvSpecError(f"env '{env_id}' has {action_space.dtype} Box actions; agent 'dpg' needs float ones")
 
     def make_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None) -> torch.nn.Module:
+        codec = codec_of(observation_space)
         if model_factory is not None:
+            if codec is not None:
+                return StructuredModel(codec, model_factory(codec.space, action_space))
             return model_factory(observation_space, action_space)
         return build_actor_critic(observation_space, action_space, cfg.network.torso,
                                   2 if cfg.dpg.twin_critics else 1)

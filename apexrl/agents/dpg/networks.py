@@ -17,6 +17,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from apexrl.agents.encoders import StructuredEncoder, unpack
+from apexrl.envs.spaces import ObservationCodec, codec_of
+
 
 def _mlp(sizes: Sequence[int]) -> nn.Sequential:
     layers: list[nn.Module] = []
@@ -28,25 +31,55 @@ def _mlp(sizes: Sequence[int]) -> nn.Sequential:
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, obs_dim: int, action_shape: tuple[int, ...], hidden: Sequence[int], critics: int = 2) -> None:
+    """``codec``: structured observations (packed rows); the policy and the critics then each read them
+    through their own per-leaf encoder (``apexrl.agents.encoders``), so each optimizer owns its encoder."""
+
+    def __init__(self, obs_dim: int, action_shape: tuple[int, ...], hidden: Sequence[int], critics: int = 2,
+                 codec: ObservationCodec | None = None) -> None:
         super().__init__()
         self.action_shape = tuple(action_shape)
         act_dim = math.prod(self.action_shape)
-        self.pi = nn.Sequential(_mlp([obs_dim, *hidden, act_dim]), nn.Tanh())
+        self.structured = codec is not None
+        if codec is not None:
+            pi_encoder, self.critic_encoder = StructuredEncoder(codec), StructuredEncoder(codec)
+            obs_dim = pi_encoder.out_features
+            self.pi = nn.Sequential(pi_encoder, _mlp([obs_dim, *hidden, act_dim]), nn.Tanh())
+        else:
+            self.pi = nn.Sequential(_mlp([obs_dim, *hidden, act_dim]), nn.Tanh())
         self.critics = nn.ModuleList(_mlp([obs_dim + act_dim, *hidden, 1]) for _ in range(critics))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.pi(obs.flatten(1).float()).view(-1, *self.action_shape)
+        return self.pi(obs if self.structured else obs.flatten(1).float()).view(-1, *self.action_shape)
 
     def q(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([obs.flatten(1).float(), action.flatten(1).float()], dim=1)
+        h = self.critic_encoder(obs) if self.structured else obs.flatten(1).float()
+        x = torch.cat([h, action.flatten(1).float()], dim=1)
         return torch.stack([c(x).squeeze(1) for c in self.critics])
+
+
+class StructuredModel(nn.Module):
+    """A user's DPG model on packed rows: it receives the observation's structure of tensors."""
+
+    def __init__(self, codec: ObservationCodec, inner: nn.Module) -> None:
+        super().__init__()
+        self.codec, self.inner = codec, inner
+
+    @property
+    def pi(self) -> nn.Module:  # the policy's parameters, for the actor optimizer
+        return self.inner.pi  # type: ignore[return-value]
+
+    def forward(self, rows: torch.Tensor) -> torch.Tensor:
+        return self.inner(unpack(self.codec, rows))
+
+    def q(self, rows: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.inner.q(unpack(self.codec, rows), action)  # type: ignore[operator]
 
 
 def build_actor_critic(observation_space: gym.Space, action_space: gym.Space, hidden: Sequence[int],
                        critics: int) -> ActorCritic:
-    obs_dim = int(np.prod(observation_space.shape))  # type: ignore[arg-type]
-    return ActorCritic(obs_dim, tuple(action_space.shape), hidden, critics)  # type: ignore[arg-type]
+    codec = codec_of(observation_space)
+    obs_dim = 0 if codec is not None else int(np.prod(observation_space.shape))  # type: ignore[arg-type]
+    return ActorCritic(obs_dim, tuple(action_space.shape), hidden, critics, codec)  # type: ignore[arg-type]
 
 
 class ActionScale:

@@ -12,9 +12,11 @@ from apexrl.agents.dqn.exploration import actor_epsilons
 from apexrl.agents.dqn.learner import DQNLearner
 from apexrl.agents.dqn.networks import build_network
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
+from apexrl.agents.encoders import MaskedQ
 from apexrl.agents.torch_utils import resolve_device
 from apexrl.config import Config
 from apexrl.envs import EnvSpecError
+from apexrl.envs.spaces import codec_of
 
 
 class DQNBuilder:
@@ -28,7 +30,10 @@ class DQNBuilder:
 
     def make_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None) -> torch.nn.Module:
+        codec = codec_of(observation_space)
         if model_factory is not None:
+            if codec is not None:  # the user's model gets the structure; masks apply to what it returns
+                return MaskedQ(codec, model_factory(codec.space, action_space), structured_input=True)
             return model_factory(observation_space, action_space)
         return build_network(observation_space, action_space, cfg.network)
 

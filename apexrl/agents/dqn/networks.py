@@ -11,7 +11,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from apexrl.agents.encoders import MaskedQ, StructuredEncoder
 from apexrl.config import NetworkConfig
+from apexrl.envs.spaces import ObservationCodec, codec_of
 
 
 class DuelingHead(nn.Module):
@@ -92,10 +94,27 @@ def is_image_space(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
 
 
+class StructuredTorso(nn.Module):
+    """Per-leaf encoders of a structured observation (``apexrl.agents.encoders``), then the MLP torso."""
+
+    def __init__(self, codec: ObservationCodec, sizes: tuple[int, ...]) -> None:
+        super().__init__()
+        self.encoder = StructuredEncoder(codec)
+        self.mlp = MLPTorso(self.encoder.out_features, sizes)
+        self.out_features = self.mlp.out_features
+
+    def forward(self, rows: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.encoder(rows))
+
+
 def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: NetworkConfig) -> nn.Module:
     if not isinstance(action_space, gym.spaces.Discrete):
         raise ValueError(f"DQN needs a discrete action space, got {action_space}")
     n = int(action_space.n)
+    codec = codec_of(observation_space)
+    if codec is not None:
+        torso = StructuredTorso(codec, cfg.torso)
+        return MaskedQ(codec, QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling), structured_input=False)
     shape = observation_space.shape
     if shape is None:
         raise ValueError(f"observation space {observation_space} has no shape; DQN needs array observations")

@@ -66,6 +66,7 @@ class EpsilonGreedyPolicy:
         self._qring = np.zeros((self._ring_size, num_actions), dtype=np.float32)
         self._owner = np.full(self._ring_size, -1, dtype=np.int64)
         self._fresh: tuple[np.ndarray, torch.Tensor] | None = None  # precomputed for the next act
+        self._legal = getattr(net, "legal_actions", None)  # action masks (apexrl.agents.encoders.MaskedQ)
 
     def observe_global_steps(self, env_steps: int) -> None:
         """The run's env steps over all actors now (the driver's count, resumed runs included)."""
@@ -111,7 +112,12 @@ class EpsilonGreedyPolicy:
             self._anneal()
         explore = self.rng.random(len(greedy)) < self.exploration[: len(greedy)]
         if explore.any():
-            greedy = np.where(explore, self.rng.integers(self.num_actions, size=len(greedy)), greedy)
+            legal = self._legal(obs) if self._legal is not None else None
+            if legal is None:
+                random = self.rng.integers(self.num_actions, size=len(greedy))
+            else:  # uniform over each row's legal actions: the largest of a uniform draw per legal action
+                random = (self.rng.random(legal.shape) * legal).argmax(axis=1)
+            greedy = np.where(explore, random, greedy)
         return greedy
 
     @torch.no_grad()

@@ -1,0 +1,89 @@
+"""The wrapper that turns a structured-observation env (or one with action masks) into a uint8-row env.
+
+What the runtime sees is a ``PackedSpace``; what the network sees is the structure again (see
+``apexrl.envs.spaces`` for why). An env whose observations are a plain numeric Box and that has no mask is
+left as it is, so Atari, MinAtar and classic control keep their paths.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from apexrl.envs.spaces import MASK_KEY, ObservationCodec, PackedSpace, needs_codec
+
+log = logging.getLogger(__name__)
+_WARNED: set[str] = set()
+
+
+class NoLegalActionError(ValueError):
+    """The env's action mask left no legal action in a state that goes on."""
+
+
+class StructuredObservation(gym.Wrapper):  # type: ignore[type-arg]
+    def __init__(self, env: gym.Env, env_id: str, info_mask: bool, ignore: tuple[str, ...] = ()) -> None:
+        super().__init__(env)
+        n = int(env.action_space.n) if isinstance(env.action_space, gym.spaces.Discrete) else None
+        self.codec = ObservationCodec(env.observation_space, n, info_mask, ignore)
+        self.env_id = env_id
+        self.observation_space = PackedSpace(self.codec)
+        self._steps = 0
+        if not self.codec.inputs:
+            raise ValueError(f"env '{env_id}' has no numeric observation entries in {env.observation_space}")
+        unlisted = [(p, s) for p, s in self.codec.dropped if p not in ignore]
+        if unlisted and env_id not in _WARNED:
+            _WARNED.add(env_id)
+            names = ", ".join(f"'{p}' ({type(s).__name__})" for p, s in unlisted)
+            log.warning("env '%s': observation entries %s are not numeric arrays and are left out of the network's "
+                        "input; list them in env.ignore_observation to say so", env_id, names)
+
+    def _pack(self, obs: Any, info: dict[str, Any], goes_on: bool) -> np.ndarray:
+        mask = info.get(MASK_KEY) if self.codec.mask_source == "info" else None
+        row = self.codec.pack(obs, mask)
+        if goes_on and self.codec.mask_leaf is not None:
+            legal = self.codec.legal(row[None])
+            if legal is not None and not legal.any():
+                raise NoLegalActionError(f"env '{self.env_id}' gave an action mask with no legal action at step "
+                                         f"{self._steps} of an episode that goes on")
+        return row
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self._steps = 0
+        return self._pack(obs, info, True), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        return self._pack(obs, info, not (terminated or truncated)), reward, terminated, truncated, info
+
+
+def info_has_mask(env: gym.Env) -> bool:
+    """Whether the env's reset info carries an action mask (one reset, before the caller's seeded one)."""
+    try:
+        _, info = env.reset()
+    except Exception:
+        return False
+    return isinstance(info, dict) and MASK_KEY in info
+
+
+def structure(env: gym.Env, env_id: str, action_mask: str, ignore: tuple[str, ...]) -> gym.Env:
+    """``env`` with packed observations where its space or masks need them, else ``env`` itself."""
+    space = env.observation_space
+    dict_mask = isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces
+    discrete = isinstance(env.action_space, gym.spaces.Discrete)
+    info_mask = action_mask == "info" or (action_mask == "auto" and not dict_mask and discrete and info_has_mask(env))
+    if action_mask == "none" and dict_mask:
+        ignore = (*ignore, MASK_KEY)
+    if action_mask == "observation" and not dict_mask:
+        raise ValueError(f"env.action_mask is 'observation' but env '{env_id}' has no '{MASK_KEY}' entry in its "
+                         f"observation space {space}")
+    if not (needs_codec(space) or info_mask or ignore):
+        return env
+    if (info_mask or dict_mask and action_mask != "none") and not discrete:
+        raise ValueError(f"env '{env_id}' gives action masks but has a {type(env.action_space).__name__} action "
+                         "space; masks need Discrete actions (set env.action_mask=none)")
+    return StructuredObservation(env, env_id, info_mask, ignore)
