@@ -25,7 +25,9 @@ import torch
 
 from apexrl.agents.dqn.learner import DQNLearner
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
+from apexrl.agents.encoders import MaskedQ
 from apexrl.config import ALIASES, Config, ConfigError, from_dict, to_dict
+from apexrl.envs.spaces import ObservationCodec, codec_of, needs_codec
 from apexrl.replay.client import beta_at
 from apexrl.replay.nstep import NStepBuilder
 from apexrl.replay.prioritized import PrioritizedReplay
@@ -76,11 +78,19 @@ class ApeX:
         if not isinstance(env.action_space, gym.spaces.Discrete):
             raise ConfigError(f"ApeX needs a discrete action space, got {env.action_space}")
         self.env, self.model, self.optimizer = env, model, optimizer
-        self.learner = DQNLearner(self.cfg, model, optimizer=optimizer)
+        space = env.observation_space
+        # Structured observations: packed rows (an env from create_env gives them; a raw Dict/Discrete/... env's
+        # states are packed here); the model receives the structure and masks apply to its Q-values.
+        self.codec = codec_of(space) or (ObservationCodec(space, int(env.action_space.n)) if needs_codec(space)
+                                         else None)
+        self._pack = self.codec is not None and codec_of(space) is None
+        net = MaskedQ(self.codec, model, structured_input=True) if self.codec is not None else model
+        self.net = net
+        self.learner = DQNLearner(self.cfg, net, optimizer=optimizer)
         r = self.cfg.replay
         self.replay = PrioritizedReplay(r.capacity, alpha=r.alpha, seed=self.cfg.seed)
         self.nstep = NStepBuilder(1, self.cfg.learner.n_step, self.cfg.learner.gamma)
-        self.policy = EpsilonGreedyPolicy(model, int(env.action_space.n), np.array([self.loop.epsilon_start]),
+        self.policy = EpsilonGreedyPolicy(net, int(env.action_space.n), np.array([self.loop.epsilon_start]),
                                           self.cfg.seed, r.priority_eps)
         self.steps = 0
         self.episode_return = 0.0
@@ -97,16 +107,21 @@ class ApeX:
     def select_action(self, state: Any, explore: bool = True) -> int:
         self.policy.exploration[0] = self.epsilon if explore else 0.0
         was_training = self.model.training
-        action = int(self.policy.act(np.asarray(state, dtype=np.float32)[None])[0])
+        action = int(self.policy.act(self._row(state))[0])
         self.model.train(was_training)
         return action
+
+    def _row(self, state: Any) -> np.ndarray:
+        if self.codec is None:
+            return np.asarray(state, dtype=np.float32)[None]
+        return (self.codec.pack(state) if self._pack else np.asarray(state, dtype=np.uint8))[None]
 
     def store_experience(self, state: Any, action: int, reward: float, next_state: Any, done: bool,
                          truncated: bool = False) -> None:
         """``done``: the env terminated (no bootstrap); ``truncated``: a time limit cut it (bootstrap).
         Either ends the episode."""
-        out = self.nstep.step(np.asarray(state, dtype=np.float32)[None], np.array([action]), np.array([reward]),
-                              np.asarray(next_state, dtype=np.float32)[None], np.array([bool(done)]),
+        out = self.nstep.step(self._row(state), np.array([action]), np.array([reward]),
+                              self._row(next_state), np.array([bool(done)]),
                               np.array([bool(truncated)]))
         if out is not None:
             self.replay.add(out, self.policy.priorities(out))

@@ -31,6 +31,7 @@ TASKS: dict[str, Task] = {
     "minatar": Task("minatar", "MinAtar/Breakout-v1", 10.0, "dqn"),
     "lunarlander-continuous": Task("lunarlander-continuous", "LunarLanderContinuous-v3", 200.0, "dpg"),
     "halfcheetah": Task("halfcheetah", "HalfCheetah-v5", 5000.0, "dpg"),
+    "taxi": Task("taxi", "Taxi-v4", 7.0, "dqn"),  # Discrete(500) observations; actions masked via info
 }
 
 # RL Zoo (DLR-RM/rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1, tuned), verbatim except n_timesteps,
@@ -210,10 +211,12 @@ def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, override
     clock = _Clock()
     tracker = _Tracker(env_id, task.target, seed, eval_interval, budget, clock)
 
+    unpacked: Callable[[Any], Any] = lambda q: q
+
     class _Cb(BaseCallback):
         def _on_step(self) -> bool:
             if task.agent == "dqn":
-                act = argmax_q(self.model.q_net)  # type: ignore[attr-defined]
+                act = argmax_q(unpacked(self.model.q_net))  # type: ignore[attr-defined]
             else:
                 def act(obs: Any, model: Any = self.model) -> Any:
                     return model.predict(obs, deterministic=True)[0]
@@ -223,6 +226,10 @@ def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, override
     from apexrl.envs import make_env
 
     env = make_env(EnvConfig(id=env_id))  # the same env (and, for MinAtar, layout) apexrl evaluates on
+    codec = getattr(env.observation_space, "codec", None)
+    if codec is not None:  # a structured observation: SB3 takes the env's own space (one-hot for Discrete)
+        env = env.env
+        unpacked = _unpacked(codec)
     if task.preset == "minatar":
         settings: dict[str, Any] = dict(SB3_MINATAR_DQN)
         model: Any = DQN("CnnPolicy", env, seed=seed, verbose=0, device="cpu", **settings,
@@ -258,6 +265,16 @@ def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, override
         "env_steps_per_s": model.num_timesteps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
         "evals": tracker.evals, "config": {k: str(v) for k, v in settings.items()},
     }
+
+
+def _unpacked(codec: Any) -> Callable[[Any], Callable[[Any], Any]]:
+    """``q_fn`` of the env's own observations -> ``q_fn`` of apexrl's packed rows (the shared evaluation
+    plays apexrl's env; SB3 sees the env's own observations, which it one-hot encodes itself)."""
+    def wrap(q_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        import torch
+
+        return lambda rows: q_fn(torch.as_tensor(codec.unpack(rows.numpy())))
+    return wrap
 
 
 def _minatar_extractor() -> Any:

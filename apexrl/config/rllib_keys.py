@@ -266,9 +266,11 @@ def _multiagent(v: Any, c: Ctx) -> dict[str, Any]:
 
 
 KEYS: list[Key] = [
-    same("env", "env.id", "a gymnasium id; old gym ids (CartPole-v0, PongNoFrameskip-v4) still run, Atari ones "
-         "with the DQN Atari preprocessing"),
-    same("env_config", "env.kwargs", "keyword arguments of gymnasium.make", dict),
+    same("env", "env.id", "a gymnasium id, a register_env name or a dotted class path (in Python also the class "
+         "or creator); old gym ids (CartPole-v0, PongNoFrameskip-v4) still run, Atari ones with the DQN Atari "
+         "preprocessing"),
+    same("env_config", "env.kwargs", "a class's or creator's env_config; keyword arguments of gymnasium.make for "
+         "gymnasium ids", dict),
     same("seed", "seed"),
     inert("framework", "apexrl runs PyTorch whatever this says"),
     Key("num_workers", "actors.num_actors, actors.envs_per_actor, actors.epsilon_per", _workers.__doc__ or "",

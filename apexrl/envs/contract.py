@@ -14,7 +14,12 @@ import gymnasium as gym
 import numpy as np
 
 
-class NonFiniteEnvError(ValueError):
+class EnvContractError(ValueError):
+    """An env broke its contract mid-run; restarting the actor would only meet it again, so the run stops
+    after a final checkpoint with this one line."""
+
+
+class NonFiniteEnvError(EnvContractError):
     """An env returned NaN or infinity; the message names the env, the actor, the env slot and the step."""
 
 

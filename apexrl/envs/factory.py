@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import importlib
@@ -18,6 +19,7 @@ from apexrl.envs.atari_vector import ale_vector_reason, make_ale_vector
 from apexrl.envs.contract import check_spaces_hold
 from apexrl.envs.minatar import is_minatar, make_minatar, register_minatar
 from apexrl.envs.sources import call_creator, resolve_creator
+from apexrl.envs.spaces import MASK_KEY
 from apexrl.envs.structured import StructuredObservation, structure
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,10 @@ def _raw_make(cfg: EnvConfig, render_mode: str | None = None, **extra: Any) -> g
 
 
 def _unknown(env_id: str) -> str:
+    if env_id.startswith("<") and env_id.endswith(">"):
+        return (f"env '{env_id}' was handed over as a Python object that config.yaml cannot rebuild (a lambda, a "
+                "local or __main__ class); pass it again: apexrl.train({'env': it, ...}, resume=RUN_DIR) or "
+                "ApexTrainer(config={'env': it, ...}).restore(PATH)")
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.registry for ids"
     return (f"unknown env '{env_id}' (env.id): not a gymnasium id, a ray.tune register_env name or an importable "
@@ -214,9 +220,39 @@ def env_spaces(cfg: EnvConfig, check: bool = False) -> tuple[gym.Space, gym.Spac
         env.close()
 
 
+def resolve_action_mask(cfg: EnvConfig) -> EnvConfig:
+    """``env.action_mask: auto`` decided once, from the env's space and one seeded reset's info, so actors and
+    evaluation envs are built without looking again."""
+    if cfg.action_mask != "auto":
+        return cfg
+    if is_atari(cfg) or is_minatar(cfg):
+        return dataclasses.replace(cfg, action_mask="none")
+    env = _raw_make(cfg)
+    try:
+        space = env.observation_space
+        if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
+            found = "observation"
+        else:
+            try:
+                info = env.reset(seed=0)[1]
+            except Exception:  # check_env reports a failing reset with its cause
+                info = {}
+            found = "info" if isinstance(info, dict) and MASK_KEY in info else "none"
+    finally:
+        env.close()
+    return dataclasses.replace(cfg, action_mask=found)
+
+
 def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """Make the env once in the driver so that a bad id or observation space fails before anything starts
     (the agent's builder checks the action space)."""
+    _, obs_space, act_space = check_and_resolve(cfg)
+    return obs_space, act_space
+
+
+def check_and_resolve(cfg: EnvConfig) -> tuple[EnvConfig, gym.Space, gym.Space]:
+    """:func:`check_env`, and ``cfg`` with what was found out: the creator of a register_env name or class path
+    (which then travels to workers as an object) and where action masks come from."""
     env_id = _import_env_module(cfg.id)
     if env_id not in gym.registry:
         if cfg.id.startswith("ALE/") or is_atari(cfg):
@@ -229,9 +265,13 @@ def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     if env_id not in gym.registry and _creator(cfg) is None:
         raise EnvSpecError(_unknown(cfg.id))
     uses_ale_vector(cfg)  # env.vector=ale where it cannot apply fails here, with the reason
+    creator = _creator(cfg)
+    if creator is not None and cfg.creator is None:
+        cfg = dataclasses.replace(cfg, creator=creator)
+    cfg = resolve_action_mask(cfg)
     obs_space, act_space = env_spaces(cfg, check=True)
     if not isinstance(obs_space, gym.spaces.Box) or obs_space.shape is None:
         raise EnvSpecError(f"env '{cfg.id}' has observation space {obs_space}; apexrl needs numeric array leaves")
     if not np.issubdtype(obs_space.dtype, np.number):
         raise EnvSpecError(f"env '{cfg.id}' observations have dtype {obs_space.dtype}; need numeric arrays")
-    return obs_space, act_space
+    return cfg, obs_space, act_space

@@ -138,10 +138,10 @@ class ObservationCodec:
             else:
                 v = self._get(obs, x.path)
             a = np.asarray(v)
-            if x.low is not None:
-                a = a - x.low
             if a.size != int(np.prod(x.shape, dtype=np.int64)):
                 raise ValueError(f"observation entry '{x.name}' has shape {a.shape}, its space says {x.shape}")
+            if x.low is not None:
+                a = a - x.low
             row[x.offset:x.offset + x.nbytes] = np.ascontiguousarray(a, dtype=x.dtype).reshape(-1).view(np.uint8)
         return row
 
@@ -162,7 +162,7 @@ class ObservationCodec:
         if x is None:
             return None
         v = self.leaf(rows, x)
-        return v + x.low if x.low is not None else v
+        return v.astype(np.int64) + x.low if x.low is not None else v
 
     def legal(self, rows: np.ndarray) -> np.ndarray | None:
         """[B, A] bool legal actions, or None when the env has no mask."""

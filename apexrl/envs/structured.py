@@ -13,13 +13,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from apexrl.envs.contract import EnvContractError
 from apexrl.envs.spaces import MASK_KEY, ObservationCodec, PackedSpace, needs_codec
 
 log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
 
 
-class NoLegalActionError(ValueError):
+class NoLegalActionError(EnvContractError):
     """The env's action mask left no legal action in a state that goes on."""
 
 

@@ -22,8 +22,8 @@ from apexrl.agents import get_builder
 from apexrl.agents.base import AgentBuilder, Learner, ModelFactory, Policy
 from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
-from apexrl.envs import check_env, frame_stacked
-from apexrl.envs.factory import env_creator
+from apexrl.envs import frame_stacked
+from apexrl.envs.factory import check_and_resolve
 from apexrl.replay.client import ReplayClient, ShardTransport, batches_per_request
 from apexrl.replay.rate_limiter import default_error_buffer, default_max_lead
 from apexrl.runtime.actor import Actor, EnvFactory
@@ -136,13 +136,12 @@ class System:
 
 def assemble(cfg: Config, num_actors: int | None = None, cluster_cpus: float | None = None,
              model_factory: ModelFactory | None = None) -> System:
-    """Check the env and the agent (one clear error before anything starts) and size the system:
+    """Check the env and the agent (one clear error before anything starts) and size the system (its
+    ``cfg`` carries the env's creator and mask source as found here):
     ``num_actors`` given, else ``actors.num_actors``, else one per CPU of ``cluster_cpus`` (default 1)."""
     builder = get_builder(cfg.agent)
-    obs_space, act_space = check_env(cfg.env)
-    creator = env_creator(cfg.env)
-    if creator is not None and cfg.env.creator is None:  # a register_env name or class path: the object
-        cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, creator=creator))  # travels to workers
+    env_cfg, obs_space, act_space = check_and_resolve(cfg.env)
+    cfg = dataclasses.replace(cfg, env=env_cfg)  # creator and mask source found out once, here
     builder.check_spaces(cfg.env.id, obs_space, act_space)
     n = num_actors if num_actors is not None else auto_num_actors(cfg, cluster_cpus or 1.0)
     return System(cfg, builder, obs_space, act_space, n, model_factory)

@@ -26,7 +26,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from apexrl import checkpoint as ckpt
 from apexrl.agents.base import ModelFactory
 from apexrl.config import Config, dump_yaml
-from apexrl.envs.contract import NonFiniteEnvError
+from apexrl.envs.contract import EnvContractError
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
 from apexrl.runtime.checkpointing import Checkpointer
@@ -139,7 +139,8 @@ def build_topology(cfg: Config, rdir: Path, model_factory: ModelFactory | None,
     (rdir / "config.yaml").write_text(dump_yaml(cfg))
     if model_factory is not None:
         ship_by_value(model_factory)
-    return cfg, Topology(assemble(cfg, num_actors=num_actors, model_factory=model_factory), group)
+    system = assemble(cfg, num_actors=num_actors, model_factory=model_factory)
+    return system.cfg, Topology(system, group)
 
 
 class Loop:
@@ -204,7 +205,7 @@ class Loop:
             res = ray.get(ref)
         except (RayActorError, RayTaskError) as e:
             inner = getattr(e, "cause", None)
-            if kind == "actor" and isinstance(inner, NonFiniteEnvError):
+            if kind == "actor" and isinstance(inner, EnvContractError):
                 self.env_failure = self.stop_reason = str(inner)  # restarting would only meet it again
                 return None
             if kind == "actor":
