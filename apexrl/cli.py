@@ -182,8 +182,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     except TrainingError as e:
         print(f"apexrl: training stopped: {e}", file=sys.stderr)
         return 1
-    ev = "-" if result.eval_return_mean is None else f"{result.eval_return_mean:.1f}"
-    best = "-" if result.best_eval_return is None else f"{result.best_eval_return:.1f}"
+    ev = "-" if result.eval_return_mean is None else f"{result.eval_return_mean:.4g}"
+    best = "-" if result.best_eval_return is None else f"{result.best_eval_return:.4g}"
     print(f"done: {result.stop_reason}; {result.env_steps:,} env steps, {result.learner_updates:,} updates, "
           f"{result.time_s:.0f} s; last eval {ev}, best {best}; run dir {result.run_dir}")
     if result.best_checkpoint is not None:

@@ -55,3 +55,28 @@ def test_a_register_env_name_and_a_lambda_train_and_resume(tmp_path):
     second = train(cfg.replace(**{"stop.max_env_steps": more}), resume=run)  # the caller passes it again
     _, state = ckpt.load_latest(run)
     assert state["counters"]["env_steps"] == second.env_steps >= more
+
+
+def test_apex_trainer_takes_an_env_class_with_env_config(tmp_path, monkeypatch):
+    from apexrl import ApexTrainer
+    from apexrl.envs.maze import MaskedMaze
+
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "illegal.txt"
+    trainer = ApexTrainer(config={"env": MaskedMaze, "env_config": {"illegal_log": str(log)}, "num_workers": 1,
+                                  "min_time_s_per_iteration": 2, "train_batch_size": 32,
+                                  "replay": {"learning_starts": 200, "capacity": 5000}})
+    try:
+        result = trainer.train()
+        assert result["timesteps_total"] > 0
+        env = MaskedMaze()
+        obs, _ = env.reset(seed=3)
+        for _ in range(20):  # the raw Dict observation is packed for the policy; its mask is obeyed
+            action = trainer.compute_single_action(obs)
+            assert obs["action_mask"][action] == 1
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                obs, _ = env.reset()
+    finally:
+        trainer.stop()
+    assert not log.exists()

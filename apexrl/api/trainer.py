@@ -35,6 +35,7 @@ from ray import tune
 
 from apexrl import checkpoint as ckpt
 from apexrl.config import Config, ConfigError, from_dict, load, to_dict
+from apexrl.envs.spaces import codec_of
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, logical_cpus
 from apexrl.runtime.cluster import init_ray, shutdown_ray
@@ -58,6 +59,11 @@ def _config(config: Mapping[str, Any]) -> tuple[Config, dict[str, float]]:
     if isinstance(raw["logging"], Mapping):
         raw["logging"] = {"console": "off", **raw["logging"]}  # a trainer's caller prints what it wants
     return from_dict(raw), iteration
+
+
+def _is_row(observation: Any, row_bytes: int) -> bool:
+    """Whether a structured env's observation was already packed (an env from ``apexrl.create_env``)."""
+    return isinstance(observation, np.ndarray) and observation.dtype == np.uint8 and observation.shape == (row_bytes,)
 
 
 class ApexTrainer(tune.Trainable):
@@ -193,7 +199,9 @@ class ApexTrainer(tune.Trainable):
                 policy.warmup_steps = 0
         else:
             policy = self.system.make_eval_policy(net, 1, seed=self.training_iteration, explore=0.0)
-        action = policy.act(np.asarray(observation)[None])[0]
+        codec = codec_of(self.system.observation_space)
+        row = np.asarray(observation) if codec is None or _is_row(observation, codec.row_bytes) else codec.pack(observation)
+        action = policy.act(row[None])[0]
         return action.item() if np.ndim(action) == 0 else action
 
     def evaluate(self) -> dict[str, Any]:

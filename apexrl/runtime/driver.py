@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -80,7 +81,8 @@ class TrainResult:
 
 
 def run_name(cfg: Config) -> str:
-    env = cfg.env.id.replace("/", "-")
+    env = cfg.env.id.rsplit(":", 1)[-1].rsplit(".", 1)[-1]  # my_pkg.envs:Grid-v0, my_pkg.envs.Grid -> Grid...
+    env = re.sub(r"[^A-Za-z0-9_-]+", "-", env.replace("/", "-")).strip("-") or "env"
     return cfg.name or f"{env}__s{cfg.seed}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 

@@ -33,7 +33,7 @@ class StopConditions:
                       f"{len(train_returns)} episodes >= target {s.train_return:g}")
         if self.target_reached(eval_returns):
             self.time_to_target, self.steps_to_target = time_s, env_steps
-            reason = f"evaluation mean {np.mean(eval_returns):.1f} >= target {s.target_return}"  # type: ignore[arg-type]
+            reason = f"evaluation mean {float(np.mean(eval_returns)):.4g} >= target {s.target_return:g}"  # type: ignore[arg-type]
         if s.max_env_steps is not None and env_steps >= s.max_env_steps:
             reason = f"reached {s.max_env_steps:,} env steps"
         if s.max_time_s is not None and elapsed >= s.max_time_s:

@@ -91,3 +91,12 @@ def test_a_creator_that_returns_no_env_is_one_line():
 def test_an_env_that_is_not_callable_is_a_config_error():
     with pytest.raises(ConfigError, match="config key 'env' = 3"):
         from_dict({"env": 3})
+
+
+@pytest.mark.parametrize("env_id, name", [("apexrl.envs.maze:MaskedMaze-v0", "MaskedMaze-v0"),
+                                          ("my_pkg.envs.Grid", "Grid"), ("<lambda>", "lambda"),
+                                          ("ALE/Pong-v5", "ALE-Pong-v5")])
+def test_run_dirs_are_named_by_the_env_class_not_its_module_path(env_id, name):
+    from apexrl.runtime.driver import run_name
+
+    assert run_name(from_dict({"env": {"id": env_id}})).startswith(f"{name}__s0__")

@@ -167,3 +167,52 @@ def test_dpg_refuses_masks_in_one_line():
     space = gym.spaces.Dict({"x": gym.spaces.Box(0, 1, (2,)), "action_mask": gym.spaces.MultiBinary(3)})
     with pytest.raises(EnvSpecError, match="masks"):
         DPGBuilder().check_spaces("e", PackedSpace(ObservationCodec(space)), gym.spaces.Box(-1, 1, (1,)))
+
+
+def test_a_users_model_receives_the_structure_and_masks_apply_to_its_q_values():
+    from apexrl.agents.dqn import DQNBuilder
+    from apexrl.config import Config
+
+    seen = {}
+
+    class GridQ(torch.nn.Module):
+        def __init__(self, obs_space, act_space):
+            super().__init__()
+            seen["space"] = obs_space
+            self.lin = torch.nn.Linear(7 * 7 * 3 + 3, act_space.n)
+
+        def forward(self, obs):
+            seen["keys"] = sorted(obs)
+            img = obs["image"].flatten(1).float() / 255
+            return self.lin(torch.cat([img, obs["vector"]], dim=1))
+
+    env = create_env("apexrl.envs.maze:MaskedMaze-v0", seed=0)
+    net = DQNBuilder().make_network(Config(), env.observation_space, env.action_space, GridQ)
+    obs, _ = env.reset(seed=0)
+    q = net(torch.as_tensor(obs[None]))
+    assert isinstance(seen["space"], gym.spaces.Dict) and seen["keys"] == ["image", "vector"]
+    legal = env.observation_space.codec.legal(obs[None])[0]
+    assert (q[0, ~legal] == -1e9).all() and (q[0, legal] > -1e9).all()
+
+
+def test_dpg_reads_a_dict_observation_through_its_own_encoders():
+    from apexrl.agents.dpg import DPGBuilder
+    from apexrl.config import Config
+
+    space = gym.spaces.Dict({"img": gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), "v": gym.spaces.Box(-1, 1, (2,))})
+    packed = PackedSpace(ObservationCodec(space))
+    cfg = Config().replace(agent="dpg")
+    learner = DPGBuilder().make_learner(cfg, packed, gym.spaces.Box(-2, 2, (1,), np.float32))
+    pi_params = {id(p) for p in learner.net.pi.parameters()}
+    assert any(id(p) in pi_params for p in learner.net.pi[0].parameters()), "the policy owns its encoder"
+    assert not any(id(p) in pi_params for p in learner.net.critic_encoder.parameters())
+    rng = np.random.default_rng(0)
+    codec = packed.codec
+    rows = np.stack([codec.pack({"img": rng.integers(0, 255, (7, 7, 3), dtype=np.uint8),
+                                 "v": rng.uniform(-1, 1, 2).astype(np.float32)}) for _ in range(8)])
+    batch = {"obs": rows, "next_obs": rows[::-1].copy(), "action": rng.uniform(-2, 2, (8, 1)).astype(np.float32),
+             "reward": rng.normal(size=8), "discount": np.full(8, 0.9)}
+    for _ in range(3):
+        priorities, stats = learner.update(batch, np.ones(8, dtype=np.float32))
+    assert priorities.shape == (8,) and np.isfinite(priorities).all()
+    assert learner.net(torch.as_tensor(rows)).shape == (8, 1)
