@@ -28,6 +28,7 @@ from apexrl import checkpoint as ckpt
 from apexrl.agents.base import ModelFactory
 from apexrl.config import Config, dump_yaml
 from apexrl.envs.contract import EnvContractError
+from apexrl.envs.spaces import codec_of
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
 from apexrl.runtime.checkpointing import Checkpointer
@@ -162,6 +163,10 @@ class Loop:
             console.message(f"resumed from {resume_path} at {self.progress.env_steps:,} env steps, "
                             f"{self.progress.updates:,} updates")
         self.reporter = Reporter(cfg, run_dir, console, self.progress, resumed=resume_state is not None)
+        codec = codec_of(topology.system.observation_space)
+        if codec is not None and resume_state is None:
+            mask = f"; legal actions from the {codec.mask_source}" if codec.mask_source else ""
+            console.message(f"observations: {codec.describe()}; {codec.row_bytes} bytes each in replay{mask}")
         self.run_dir = run_dir
         self.pending: dict[Any, tuple[str, int]] = {}
         self.chunk = {i: first_actor_chunk(cfg.actors.envs_per_actor) for i in range(topology.num_actors)}
