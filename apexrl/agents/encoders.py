@@ -1,7 +1,8 @@
 """Networks' first layers for structured observations: packed uint8 rows back to tensors, one input per leaf.
 
 RLlib's ComplexInputNetwork and SB3's CombinedExtractor are the models: image leaves through a conv stack
-sized to the image (the Nature CNN from 36x36 up, two 3x3 convs below; uint8 scaled to [0, 1]), Discrete and MultiDiscrete leaves
+sized to the image (the Nature CNN and uint8 scaled to [0, 1] from 36x36 up, two 3x3 convs on the values of
+smaller, symbolic grids), Discrete and MultiDiscrete leaves
 one-hot, the rest flattened; all concatenated before the agent's MLP torso. Reading the row happens on the
 network's device, so replay and transfers carry each leaf in its stored dtype.
 """
@@ -72,7 +73,10 @@ class _Image(nn.Module):
         super().__init__()
         self.channels_last = is_channels_last(x.shape)
         c, h, w = (x.shape[2], x.shape[0], x.shape[1]) if self.channels_last else x.shape
-        self.scale = 1.0 / 255.0 if x.dtype == np.uint8 else 1.0  # pixels, as SB3 and RLlib scale them
+        # Pixels (36x36 and up) are scaled to [0, 1]; small grids are symbolic (MinAtar's 0/1 cells, MiniGrid's
+        # object ids up to ~10), which 1/255 would squash to near zero: MiniGrid-Empty-5x5 then learned nothing
+        # in 60 s (greedy 0.0 at 87k env steps)
+        self.scale = 1.0 / 255.0 if x.dtype == np.uint8 and min(h, w) >= 36 else 1.0
         if min(h, w) >= 36:
             layers: list[nn.Module] = [nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2),
                                        nn.ReLU(), nn.Conv2d(64, 64, 3, stride=1), nn.ReLU()]

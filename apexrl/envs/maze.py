@@ -1,8 +1,8 @@
 """A small env with a Dict observation (an image, a vector, an action mask), shipped to show and test the
 structured path: ``env.id: apexrl.envs.maze:MaskedMaze-v0``.
 
-A 7x7 maze with fixed walls; the agent and the goal start on random free cells. The image (7x7x3 uint8,
-channels last as MiniGrid's) shows walls and the agent but not the goal; the vector gives the goal's
+A 7x7 maze with fixed walls; the agent and the goal start on random free cells. The image (7x7x3 uint8 of
+0/1 cells, channels last as MiniGrid's) shows walls and the agent but not the goal; the vector gives the goal's
 coordinates and the time left, so the network needs both. Moving into a wall or off the grid is illegal,
 and the ``action_mask`` entry says so. The env counts every illegal action it is asked to take (reward
 -1 and the episode ends), and appends a line to ``env_config["illegal_log"]`` when one is given, so a
@@ -40,7 +40,7 @@ class MaskedMaze(gym.Env):  # type: ignore[type-arg]
         self.free = np.argwhere(~self.walls)
         n = len(LAYOUT)
         self.observation_space = gym.spaces.Dict({
-            "image": gym.spaces.Box(0, 255, (n, n, 3), np.uint8),
+            "image": gym.spaces.Box(0, 1, (n, n, 3), np.uint8),
             "vector": gym.spaces.Box(0.0, 1.0, (3,), np.float32),
             "action_mask": gym.spaces.Box(0, 1, (4,), np.int8),
         })
@@ -59,8 +59,8 @@ class MaskedMaze(gym.Env):  # type: ignore[type-arg]
 
     def _obs(self) -> dict[str, np.ndarray]:
         img = np.zeros((*self.walls.shape, 3), dtype=np.uint8)
-        img[..., 0] = self.walls * 255
-        img[self.pos[0], self.pos[1], 1] = 255
+        img[..., 0] = self.walls
+        img[self.pos[0], self.pos[1], 1] = 1
         n = len(LAYOUT) - 1
         vec = np.array([self.goal[0] / n, self.goal[1] / n, 1 - self.t / MAX_STEPS], dtype=np.float32)
         return {"image": img, "vector": vec, "action_mask": self._legal()}
@@ -87,8 +87,8 @@ class MaskedMaze(gym.Env):  # type: ignore[type-arg]
 
     def render(self) -> np.ndarray:
         img = self._obs()["image"].copy()
-        img[self.goal[0], self.goal[1], 2] = 255
-        return np.kron(img, np.ones((16, 16, 1), dtype=np.uint8))
+        img[self.goal[0], self.goal[1], 2] = 1
+        return np.kron(img * 255, np.ones((16, 16, 1), dtype=np.uint8))
 
 
 gym.register("MaskedMaze-v0", entry_point=MaskedMaze)

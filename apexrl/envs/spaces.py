@@ -12,14 +12,11 @@ is a view, not a copy.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-
-log = logging.getLogger(__name__)
 
 MASK_KEY = "action_mask"  # RLlib's and PettingZoo's name for the legal-action entry of a Dict observation
 
@@ -120,7 +117,14 @@ class ObservationCodec:
             self.dropped.append((name or "observation", space))
 
     def describe(self) -> str:
-        return ", ".join(f"{x.name}: {x.kind} {x.shape} {x.dtype}" for x in self.leaves)
+        """One line for the run's start: the leaves, and those left out that ``env.ignore_observation`` does not
+        list (it silences them)."""
+        text = ", ".join(f"{x.name}: {x.kind} {x.shape} {x.dtype}" for x in self.leaves)
+        unlisted = [f"'{p}' ({type(s).__name__})" for p, s in self.dropped]  # ignored ones never get here
+        if unlisted:
+            text += (f"; left out of the network's input (not numeric arrays): {', '.join(unlisted)} "
+                     "(list them in env.ignore_observation to say so)")
+        return text
 
     # ------------------------------------------------------------------ numpy side
     @staticmethod

@@ -7,7 +7,6 @@ left as it is, so Atari, MinAtar and classic control keep their paths.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import gymnasium as gym
@@ -15,9 +14,6 @@ import numpy as np
 
 from apexrl.envs.contract import EnvContractError
 from apexrl.envs.spaces import MASK_KEY, ObservationCodec, PackedSpace, needs_codec
-
-log = logging.getLogger(__name__)
-_WARNED: set[str] = set()
 
 
 class NoLegalActionError(EnvContractError):
@@ -34,12 +30,6 @@ class StructuredObservation(gym.Wrapper):  # type: ignore[type-arg]
         self._steps = 0
         if not self.codec.inputs:
             raise ValueError(f"env '{env_id}' has no numeric observation entries in {env.observation_space}")
-        unlisted = [(p, s) for p, s in self.codec.dropped if p not in ignore]
-        if unlisted and env_id not in _WARNED:
-            _WARNED.add(env_id)
-            names = ", ".join(f"'{p}' ({type(s).__name__})" for p, s in unlisted)
-            log.warning("env '%s': observation entries %s are not numeric arrays and are left out of the network's "
-                        "input; list them in env.ignore_observation to say so", env_id, names)
 
     def _pack(self, obs: Any, info: dict[str, Any], goes_on: bool) -> np.ndarray:
         mask = info.get(MASK_KEY) if self.codec.mask_source == "info" else None

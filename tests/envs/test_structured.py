@@ -216,3 +216,9 @@ def test_dpg_reads_a_dict_observation_through_its_own_encoders():
         priorities, stats = learner.update(batch, np.ones(8, dtype=np.float32))
     assert priorities.shape == (8,) and np.isfinite(priorities).all()
     assert learner.net(torch.as_tensor(rows)).shape == (8, 1)
+
+
+def test_the_start_line_names_left_out_entries_unless_ignored():
+    space = gym.spaces.Dict({"mission": gym.spaces.Text(10), "x": gym.spaces.Box(0, 1, (2,))})
+    assert "left out of the network's input (not numeric arrays): 'mission' (Text)" in ObservationCodec(space).describe()
+    assert "left out" not in ObservationCodec(space, ignore=("mission",)).describe()
