@@ -80,3 +80,27 @@ def test_apex_trainer_takes_an_env_class_with_env_config(tmp_path, monkeypatch):
     finally:
         trainer.stop()
     assert not log.exists()
+
+
+@pytest.mark.slow
+def test_tune_trials_take_an_env_class_and_a_register_env_name(tmp_path, monkeypatch, ray_local):
+    """Under Tune, the class (or the creator behind a name registered before the trials) travels to each trial's
+    learner, actors and evaluation; the maze's own count proves no trial's actor took an illegal action."""
+    from ray import tune
+    from ray.tune.registry import register_env
+
+    from apexrl import ApexTrainer
+    from apexrl.envs.maze import MaskedMaze
+
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "illegal.txt"
+    register_env("tune_maze", lambda env_config: MaskedMaze(env_config))
+    space = {"env": tune.grid_search([MaskedMaze, "tune_maze"]), "env_config": {"illegal_log": str(log)},
+             "num_workers": 1, "evaluation": {"interval_s": 1, "episodes": 3}, "logging": {"report_interval_s": 1.0},
+             "replay": {"learning_starts": 200}}
+    tuner = tune.Tuner(ApexTrainer, param_space=space,
+                       run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), stop={"training_iteration": 3}))
+    results = tuner.fit()
+    assert len(results) == 2 and not results.errors
+    assert all(r.metrics["timesteps_total"] > 0 for r in results)
+    assert not log.exists()
