@@ -14,7 +14,7 @@ declare -A ARGS=(
   [frozenlake]="--set env.id=FrozenLake-v1 --set evaluation.episodes=200 --target-return 0.7"
   [blackjack]="--set env.id=Blackjack-v1 --set evaluation.episodes=1000 --set evaluation.interval_s=3 --target-return -0.08"
   [taxi]="--config taxi"
-  [maze]="--config maze")
+  [maze]="--config maze --set env_config.illegal_log=$(realpath -m "$OUT")/maze-illegal-actions.txt")  # the env counts them
 mkdir -p "$OUT"
 for task in $TASKS; do
   for seed in $SEEDS; do

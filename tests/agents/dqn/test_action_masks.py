@@ -115,3 +115,16 @@ def test_masks_on_a_continuous_action_env_are_refused():
 
     with pytest.raises(EnvSpecError, match="masks need Discrete actions"):
         create_env(Continuous)
+
+
+def test_the_maze_counts_an_illegal_action_in_its_log(tmp_path):
+    """What the Ray tests' 'no illegal action' rests on: the env itself records one when it is taken."""
+    from apexrl.envs.maze import MaskedMaze
+
+    log = tmp_path / "illegal.txt"
+    env = MaskedMaze({"illegal_log": str(log)})
+    obs, _ = env.reset(seed=0)
+    illegal = int(np.flatnonzero(obs["action_mask"] == 0)[0])
+    _, reward, terminated, _, _ = env.step(illegal)
+    assert env.illegal_actions == 1 and reward == -1.0 and terminated
+    assert len(log.read_text().splitlines()) == 1
