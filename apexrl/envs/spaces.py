@@ -78,6 +78,12 @@ class ObservationCodec:
         self.row_bytes = -(-self._offset // 8) * 8 or 8
         self.mask_leaf = next((x for x in self.leaves if x.kind == "mask"), None)
         self.inputs = [x for x in self.leaves if x.kind != "mask"]
+        # One structured dtype over the row: a whole observation is written by one assignment (2.7 vs 22.8 us
+        # a maze observation with a numpy call per leaf; the pack runs for every env step)
+        self._struct = np.dtype({"names": [f"f{i}" for i in range(len(self.leaves))],
+                                 "formats": [(x.dtype, x.shape) if x.shape else x.dtype for x in self.leaves],
+                                 "offsets": [x.offset for x in self.leaves], "itemsize": self.row_bytes})
+        self._shifted = [x.low is not None and np.any(x.low) for x in self.leaves]
 
     # ------------------------------------------------------------------ layout
     def _add(self, path: tuple[str | int, ...], kind: str, shape: tuple[int, ...], dtype: np.dtype,
@@ -135,19 +141,23 @@ class ObservationCodec:
 
     def pack(self, obs: Any, info_mask: Any = None) -> np.ndarray:
         """One observation -> one uint8 row of ``row_bytes``; raises ValueError naming a mis-shaped leaf."""
-        row = np.zeros(self.row_bytes, dtype=np.uint8)
-        for x in self.leaves:
+        values = []
+        for x, shifted in zip(self.leaves, self._shifted):
             if x.kind == "mask" and self.mask_source == "info":
                 v = np.ones(x.shape, np.uint8) if info_mask is None else info_mask
             else:
                 v = self._get(obs, x.path)
-            a = np.asarray(v)
-            if a.size != int(np.prod(x.shape, dtype=np.int64)):
-                raise ValueError(f"observation entry '{x.name}' has shape {a.shape}, its space says {x.shape}")
-            if x.low is not None:
-                a = a - x.low
-            row[x.offset:x.offset + x.nbytes] = np.ascontiguousarray(a, dtype=x.dtype).reshape(-1).view(np.uint8)
-        return row
+            values.append(np.asarray(v) - x.low if shifted else v)
+        rec = np.zeros((), dtype=self._struct)
+        try:
+            rec[()] = tuple(values)
+        except (ValueError, TypeError):
+            for x, v in zip(self.leaves, values):
+                if np.size(v) != int(np.prod(x.shape, dtype=np.int64)):
+                    raise ValueError(f"observation entry '{x.name}' has shape {np.shape(v)}, its space says "
+                                     f"{x.shape}") from None
+            raise
+        return rec.reshape(1).view(np.uint8)
 
     def leaf(self, rows: np.ndarray, x: Leaf) -> np.ndarray:
         """[B, *shape] values of leaf ``x`` in ``rows`` [B, row_bytes] (a view), start not added back."""

@@ -32,11 +32,11 @@ class StructuredObservation(gym.Wrapper):  # type: ignore[type-arg]
             raise ValueError(f"env '{env_id}' has no numeric observation entries in {env.observation_space}")
 
     def _pack(self, obs: Any, info: dict[str, Any], goes_on: bool) -> np.ndarray:
-        mask = info.get(MASK_KEY) if self.codec.mask_source == "info" else None
+        source = self.codec.mask_source
+        mask = info.get(MASK_KEY) if source == "info" else obs[MASK_KEY] if source == "observation" else None
         row = self.codec.pack(obs, mask)
-        if goes_on and self.codec.mask_leaf is not None:
-            legal = self.codec.legal(row[None])
-            if legal is not None and not legal.any():
+        if goes_on and source is not None and mask is not None:
+            if not np.any(mask):
                 raise NoLegalActionError(f"env '{self.env_id}' gave an action mask with no legal action at step "
                                          f"{self._steps} of an episode that goes on")
         return row
