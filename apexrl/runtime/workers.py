@@ -100,8 +100,11 @@ class LearnerWorker:
         return self.loop.learner.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take a checkpoint's state and return once the parameter server holds its weights: a restored
+        trainer asked for its weights right away read the fresh network's under load (the publication was
+        still on its way)."""
         self.loop.learner.load_state_dict(state)
-        self.loop.publish()
+        self.publish()
 
     def recover(self, state: dict[str, Any] | None, weights: dict[str, np.ndarray] | None, version: int) -> None:
         """Take over from a dead learner: optimizer, target network and counters from ``state`` (the last
