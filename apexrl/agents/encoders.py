@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -41,8 +42,6 @@ def unpack(codec: ObservationCodec, rows: torch.Tensor) -> Any:
     Box leaves in their dtype, Discrete/MultiDiscrete as int64 values (their start added back)."""
 
     def build(space: Any, path: tuple[Any, ...]) -> Any:
-        import gymnasium as gym
-
         if isinstance(space, gym.spaces.Dict):
             out = {k: build(s, (*path, k)) for k, s in space.spaces.items()}
             return {k: v for k, v in out.items() if v is not None}

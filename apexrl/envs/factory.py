@@ -19,8 +19,7 @@ from apexrl.envs.atari_vector import ale_vector_reason, make_ale_vector
 from apexrl.envs.contract import check_spaces_hold
 from apexrl.envs.minatar import is_minatar, make_minatar, register_minatar
 from apexrl.envs.sources import call_creator, resolve_creator
-from apexrl.envs.spaces import MASK_KEY
-from apexrl.envs.structured import StructuredObservation, structure
+from apexrl.envs.structured import StructuredObservation, mask_source, structure
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +103,6 @@ def _unknown(env_id: str) -> str:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
-
-
-def env_creator(cfg: EnvConfig) -> Any:
-    """The class or creator that builds ``cfg``'s env, or None for a gymnasium id."""
-    return _creator(cfg)
 
 
 def _creator(cfg: EnvConfig) -> Any:
@@ -211,8 +205,7 @@ def env_spaces(cfg: EnvConfig, check: bool = False) -> tuple[gym.Space, gym.Spac
             try:
                 problem = check_spaces_hold(cfg.id, env.env if isinstance(env, StructuredObservation) else env)
             except Exception as e:  # the user's env raised: say so in one line
-                raise EnvSpecError(f"env '{cfg.id}' failed on reset or its first step: "
-                                   f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
+                raise EnvSpecError(f"env '{cfg.id}' failed on reset or its first step: {_first_line(e)}") from None
             if problem:
                 raise EnvSpecError(problem)
         return env.observation_space, env.action_space
@@ -221,7 +214,7 @@ def env_spaces(cfg: EnvConfig, check: bool = False) -> tuple[gym.Space, gym.Spac
 
 
 def resolve_action_mask(cfg: EnvConfig) -> EnvConfig:
-    """``env.action_mask: auto`` decided once, from the env's space and one seeded reset's info, so actors and
+    """``env.action_mask: auto`` decided once (:func:`~apexrl.envs.structured.mask_source`), so actors and
     evaluation envs are built without looking again."""
     if cfg.action_mask != "auto":
         return cfg
@@ -229,15 +222,7 @@ def resolve_action_mask(cfg: EnvConfig) -> EnvConfig:
         return dataclasses.replace(cfg, action_mask="none")
     env = _raw_make(cfg)
     try:
-        space = env.observation_space
-        if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
-            found = "observation"
-        else:
-            try:
-                info = env.reset(seed=0)[1]
-            except Exception:  # check_env reports a failing reset with its cause
-                info = {}
-            found = "info" if isinstance(info, dict) and MASK_KEY in info else "none"
+        found = mask_source(env)
     finally:
         env.close()
     return dataclasses.replace(cfg, action_mask=found)
@@ -262,10 +247,10 @@ def check_and_resolve(cfg: EnvConfig) -> tuple[EnvConfig, gym.Space, gym.Space]:
                 register_minatar()
             except ImportError as e:
                 raise EnvSpecError(f"env.id '{cfg.id}': {e}") from None
-    if env_id not in gym.registry and _creator(cfg) is None:
+    creator = _creator(cfg)
+    if env_id not in gym.registry and creator is None:
         raise EnvSpecError(_unknown(cfg.id))
     uses_ale_vector(cfg)  # env.vector=ale where it cannot apply fails here, with the reason
-    creator = _creator(cfg)
     if creator is not None and cfg.creator is None:
         cfg = dataclasses.replace(cfg, creator=creator)
     cfg = resolve_action_mask(cfg)

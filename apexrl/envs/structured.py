@@ -52,13 +52,20 @@ class StructuredObservation(gym.Wrapper):  # type: ignore[type-arg]
         return self._pack(obs, info, not (terminated or truncated)), reward, terminated, truncated, info
 
 
-def info_has_mask(env: gym.Env) -> bool:
-    """Whether the env's reset info carries an action mask (one reset, before the caller's seeded one)."""
+def mask_source(env: gym.Env) -> str:
+    """Where ``env``'s legal actions come from: ``observation`` (a Dict entry), ``info`` (its seeded reset's
+    info has one) or ``none``; the one test behind ``env.action_mask: auto``, in the driver and in any env built
+    with ``auto`` still in its config (``apexrl eval``, ``create_env``)."""
+    space = env.observation_space
+    if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
+        return "observation"
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        return "none"  # info masks mean nothing to continuous actions: no reset to look
     try:
-        _, info = env.reset()
-    except Exception:
-        return False
-    return isinstance(info, dict) and MASK_KEY in info
+        info = env.reset(seed=0)[1]
+    except Exception:  # the start-up check reports a failing reset with its cause
+        return "none"
+    return "info" if isinstance(info, dict) and MASK_KEY in info else "none"
 
 
 def structure(env: gym.Env, env_id: str, action_mask: str, ignore: tuple[str, ...]) -> gym.Env:
@@ -66,7 +73,9 @@ def structure(env: gym.Env, env_id: str, action_mask: str, ignore: tuple[str, ..
     space = env.observation_space
     dict_mask = isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces
     discrete = isinstance(env.action_space, gym.spaces.Discrete)
-    info_mask = action_mask == "info" or (action_mask == "auto" and not dict_mask and discrete and info_has_mask(env))
+    if action_mask == "auto":
+        action_mask = mask_source(env)
+    info_mask = action_mask == "info"
     if action_mask == "none" and dict_mask:
         ignore = (*ignore, MASK_KEY)
     if action_mask == "observation" and not dict_mask:

@@ -8,7 +8,7 @@ from gymnasium.envs.classic_control import CartPoleEnv
 
 from apexrl.config import ConfigError, dump_yaml, from_dict
 from apexrl.envs import EnvSpecError, create_env
-from apexrl.envs.factory import check_env, env_creator
+from apexrl.envs.factory import check_and_resolve, check_env
 from apexrl.envs.sources import EnvContext
 
 
@@ -46,9 +46,9 @@ def test_a_register_env_name_resolves_and_is_kept():
 
     register_env("my_sized_cartpole", lambda c: Sized(c))
     cfg = from_dict({"env": "my_sized_cartpole", "env_config": {"limit": 3}})
-    obs_space, act_space = check_env(cfg.env)
+    resolved, obs_space, act_space = check_and_resolve(cfg.env)
     assert obs_space.shape == (4,) and act_space.n == 2
-    assert env_creator(cfg.env) is not None
+    assert resolved.creator is not None, "the registered creator travels in the config"
 
 
 def test_a_dotted_class_path_as_in_rllib_files():
