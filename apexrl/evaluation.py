@@ -27,11 +27,15 @@ def evaluate(policy: Policy, env_cfg: EnvConfig, episodes: int, seed: int = 0,
         obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
         returns = np.zeros(episodes)
         active = np.ones(episodes, dtype=bool)
+        recurrent = getattr(policy, "recurrent", False)  # each row's state belongs to one episode: keep rows fixed
         for _ in range(max_steps):
             idx = np.flatnonzero(active)
             if len(idx) == 0:
                 break
-            actions = policy.act(np.stack([obs[i] for i in idx]))
+            if recurrent:
+                actions = policy.act(np.stack(obs))[idx]
+            else:
+                actions = policy.act(np.stack([obs[i] for i in idx]))
             for i, a in zip(idx, actions):
                 obs[i], r, terminated, truncated, _ = envs[i].step(a.item() if a.ndim == 0 else a)
                 returns[i] += float(r)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from apexrl.agents.base import AgentBuilder
 
-BUILDERS: dict[str, str] = {"dqn": "apexrl.agents.dqn:DQNBuilder", "dpg": "apexrl.agents.dpg:DPGBuilder"}  # keys: config.AGENTS
+BUILDERS: dict[str, str] = {"dqn": "apexrl.agents.dqn:DQNBuilder", "dpg": "apexrl.agents.dpg:DPGBuilder",
+                            "r2d2": "apexrl.agents.r2d2:R2D2Builder"}  # keys: config.AGENTS
 
 
 def get_builder(name: str) -> AgentBuilder:

@@ -8,6 +8,7 @@ supervision, checkpoints) calls only these methods, so a new algorithm is a new 
     builder.check_spaces(env_id, obs_space, act_space)          # before anything starts
     net = builder.make_network(cfg, obs_space, act_space)         # what actors act with
     policy = builder.make_actor_policy(cfg, net, act_space, i, N, envs, seed)
+    writer = builder.make_writer(cfg, policy, envs)                 # steps -> replay items
     learner = builder.make_learner(cfg, obs_space, act_space)     # learner.weights() -> policy.set_weights
 """
 
@@ -62,6 +63,10 @@ class Policy(Protocol):
 
     def precompute(self, obs: np.ndarray, keys: np.ndarray) -> None: ...
 
+    def reset_slots(self, mask: np.ndarray) -> None:
+        """Episodes ended in the ``mask``ed env slots (a recurrent policy zeroes their state; others ignore it)."""
+        ...
+
     def knows(self, keys: np.ndarray) -> bool: ...
 
     def keyed_priorities(self, obs_keys: np.ndarray, action: np.ndarray, reward: np.ndarray,
@@ -90,8 +95,20 @@ class Learner(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+class ExperienceWriter(Protocol):
+    """What an actor turns its steps into for replay: n-step transitions, or sequences (recurrent agents)."""
+
+    def step(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
+             terminated: np.ndarray, truncated: np.ndarray) -> Batch | None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
 class AgentBuilder(Protocol):
     name: str
+    frame_replay: bool  # whether frame-stacked observations may travel as de-duplicated frames
 
     def check_spaces(self, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
         """Raise ``EnvSpecError`` with one line naming what to change if the agent cannot use these spaces."""
@@ -110,6 +127,15 @@ class AgentBuilder(Protocol):
     def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
                          seed: int, explore: float | None = None) -> Policy:
         """The policy evaluations play with: greedy at ``explore`` = 0; None = the config's evaluation setting."""
+        ...
+
+    def make_writer(self, cfg: Config, policy: Policy, num_envs: int) -> ExperienceWriter:
+        """How the actor with ``policy`` turns steps of ``num_envs`` envs into replay items."""
+        ...
+
+    def replay_units(self, cfg: Config) -> tuple[int, int]:
+        """Transitions one replay item counts for when inserted and when sampled (the rate limiter and
+        ``replay.capacity`` / ``learning_starts`` count transitions): (1, 1) for n-step transitions."""
         ...
 
     def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,

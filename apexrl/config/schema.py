@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 PRESETS_DIR = Path(__file__).parent.parent / "configs"
-AGENTS = ("dqn", "dpg")  # config.agent's choices; apexrl.agents.BUILDERS builds each
+AGENTS = ("dqn", "dpg", "r2d2")  # config.agent's choices; apexrl.agents.BUILDERS builds each
 log = logging.getLogger(__name__)
 
 
@@ -148,6 +148,25 @@ class DPGConfig:
 
 
 @dataclass(frozen=True)
+class R2D2Config:
+    """Recurrent Ape-X (``agent: r2d2``; Kapturowski et al., 2019). Replay holds sequences of
+    ``burn_in + seq_len`` steps (plus the observation after them); ``learner.batch_size`` counts sequences."""
+
+    cell: str = "lstm"  # lstm | gru: the recurrent core between the torso and the dueling head
+    cell_size: int = 64  # units of the core (RLlib's lstm_cell_size); 64 remembers CartPole's velocities
+    seq_len: int = 20  # steps per sequence that train (RLlib's max_seq_len; paper: 40 of 80)
+    burn_in: int = 10  # steps before them that only rebuild the recurrent state, without gradients (paper: 40)
+    overlap: int | None = None  # steps consecutive sequences share; None = burn_in, so every step trains in
+    #                             exactly one sequence and serves as the next one's burn-in (the paper's 40 of 80)
+    zero_init_states: bool = False  # start each replayed sequence from zeros instead of the state the actor
+    #                                 stored (R2D2's "stored state" strategy, better with burn-in)
+    use_h_function: bool = False  # value rescaling h(x) = sign(x)(sqrt(|x|+1)-1) + eps*x on targets; for
+    #                               unclipped rewards of very different scales (Atari without clipping)
+    h_epsilon: float = 1e-3  # the eps of h (paper: 1e-3)
+    priority_eta: float = 0.9  # a sequence's priority: eta * max|TD| + (1 - eta) * mean|TD| (paper: 0.9)
+
+
+@dataclass(frozen=True)
 class EvaluationConfig:
     interval_s: float = 1.0  # seconds between greedy evaluations (0 = off); CartPole's costs ~60 ms
     episodes: int = 10  # episodes per evaluation
@@ -184,13 +203,15 @@ class Config:
 
     seed: int = 0
     name: str | None = None  # run name; None = {env}__s{seed}__{time}
-    agent: str = "dqn"  # the algorithm (apexrl.agents): dqn (discrete actions) | dpg (continuous actions)
+    agent: str = "dqn"  # the algorithm (apexrl.agents): dqn (discrete actions) | dpg (continuous actions) |
+    #                    r2d2 (discrete actions, recurrent: partially observed tasks)
     env: EnvConfig = field(default_factory=EnvConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     actors: ActorsConfig = field(default_factory=ActorsConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     dpg: DPGConfig = field(default_factory=DPGConfig)
+    r2d2: R2D2Config = field(default_factory=R2D2Config)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

@@ -23,6 +23,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "learner.optimizer": ("adam", "rmsprop"),
     "dpg.noise": ("gaussian", "ou"),
     "learner.loss": ("huber", "mse"),
+    "r2d2.cell": ("lstm", "gru"),
     "logging.console": ("auto", "live", "plain", "off"),
 }
 
@@ -69,7 +70,7 @@ def validate(cfg: Config) -> Config:
     _check(a.num_cpus >= 0, "actors.num_cpus", a.num_cpus, "a number >= 0")
     _check(a.device in ("auto", "cpu") or a.device.startswith("cuda"), "actors.device", a.device,
            "cpu, cuda, cuda:N or auto")
-    _check(a.device == "cpu" or cfg.agent == "dqn", "actors.device", a.device,
+    _check(a.device == "cpu" or cfg.agent != "dpg", "actors.device", a.device,
            "cpu with agent dpg (only DQN actors run their network on a GPU)")
     _check(a.num_gpus >= 0, "actors.num_gpus", a.num_gpus, "a number >= 0 (Ray GPUs per actor, may be a fraction)")
     _check(r.capacity >= 1, "replay.capacity", r.capacity, "an integer >= 1")
@@ -129,6 +130,8 @@ def validate(cfg: Config) -> Config:
     if cfg.agent == "dpg":
         _check(cfg.network.kind in ("auto", "mlp"), "network.kind", cfg.network.kind,
                "auto or mlp with agent 'dpg' (its actor and critic are MLPs over flattened observations)")
+    if cfg.agent == "r2d2":
+        _check_r2d2(cfg)
     ev = cfg.evaluation
     _check(ev.interval_s >= 0, "evaluation.interval_s", ev.interval_s, "a number of seconds >= 0 (0 = off)")
     _check(ev.episodes >= 1, "evaluation.episodes", ev.episodes, "an integer >= 1")
@@ -147,3 +150,21 @@ def validate(cfg: Config) -> Config:
         _check(bool(cfg.name) and "/" not in cfg.name and cfg.name not in (".", ".."), "name", cfg.name,
                "a non-empty name without '/'")
     return cfg
+
+
+def _check_r2d2(cfg: Config) -> None:
+    q = cfg.r2d2
+    _check(q.cell_size >= 1, "r2d2.cell_size", q.cell_size, "an integer >= 1")
+    _check(q.seq_len >= 1, "r2d2.seq_len", q.seq_len, "an integer >= 1 (steps per sequence that train)")
+    _check(q.burn_in >= 0, "r2d2.burn_in", q.burn_in, "an integer >= 0")
+    total = q.burn_in + q.seq_len
+    _check(q.overlap is None or 0 <= q.overlap < total, "r2d2.overlap", q.overlap,
+           f"an integer in [0, burn_in + seq_len - 1 = {total - 1}] or null (= burn_in)")
+    _check(q.h_epsilon > 0, "r2d2.h_epsilon", q.h_epsilon, "a number > 0, e.g. 1e-3")
+    _check(0.0 <= q.priority_eta <= 1.0, "r2d2.priority_eta", q.priority_eta, "a number in [0, 1]")
+    _check(cfg.network.kind in ("auto", "mlp", "nature_cnn", "minatar"), "network.kind", cfg.network.kind,
+           "auto, mlp, nature_cnn or minatar")
+    period = total - (q.burn_in if q.overlap is None else q.overlap)
+    _check(cfg.replay.capacity // period >= cfg.learner.batch_size * cfg.replay.num_shards, "replay.capacity",
+           cfg.replay.capacity, f"at least learner.batch_size x num_shards sequences of {period} new steps each "
+           f"(>= {cfg.learner.batch_size * cfg.replay.num_shards * period} transitions)")

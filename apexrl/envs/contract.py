@@ -101,6 +101,19 @@ def non_finite_rows(reward: np.ndarray, obs: np.ndarray, codec: Any = None) -> n
     return bad
 
 
+def non_finite_items(items: dict[str, np.ndarray], obs_shape: tuple[int, ...], codec: Any = None) -> np.ndarray:
+    """[N] bool: replay items (n-step transitions or sequences) holding a non-finite reward or observation."""
+    reward = items["reward"]
+    N = len(reward)
+    bad = ~np.isfinite(reward.reshape(N, -1)).all(axis=1)
+    sequences = "next_obs" not in items  # [N, T, *obs_shape] observations per item
+    for key in ("obs", "next_obs"):
+        if key in items:
+            rows = items[key].reshape(-1, *obs_shape) if sequences else items[key]
+            bad |= non_finite_rows(np.zeros(len(rows)), rows, codec).reshape(N, -1).any(axis=1)
+    return bad
+
+
 def first_non_finite(reward: np.ndarray, obs: np.ndarray, codec: Any = None) -> tuple[str, int, Any] | None:
     """(what, env slot, value) of the first non-finite reward or observation of a vector step, or None."""
     bad = ~np.isfinite(reward)

@@ -30,11 +30,10 @@ from apexrl.agents.base import AgentBuilder, ModelFactory
 from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs import frame_stacked
-from apexrl.envs.contract import NonFiniteEnvError, first_non_finite, non_finite_rows
+from apexrl.envs.contract import NonFiniteEnvError, first_non_finite, non_finite_items, non_finite_rows
 from apexrl.envs.factory import make_actor_envs, sync_vector_env
 from apexrl.envs.spaces import codec_of
 from apexrl.replay.frames import FrameStackEncoder
-from apexrl.replay.nstep import NStepBuilder
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +71,13 @@ class Actor:
         self.codec = codec_of(obs_space)  # structured observations: their float leaves are checked for NaN
         torch.manual_seed(self.seed)  # same seed, same initial network: runs are reproducible
         net = builder.make_network(cfg, obs_space, act_space, model_factory)
-        self.frames = frame_stacked(cfg.env)
+        self.frames = frame_stacked(cfg.env) and builder.frame_replay
         key_capacity = self._init_frames(E) if self.frames else 0
         self.policy = builder.make_actor_policy(cfg, net, act_space, actor_index, num_actors, E, self.seed,
                                                 key_capacity)
-        self.nstep = NStepBuilder(E, cfg.learner.n_step, cfg.learner.gamma)
+        self.writer = builder.make_writer(cfg, self.policy, E)  # n-step transitions, or sequences
+        self._item_steps = builder.replay_units(cfg)[0]  # transitions an item counts for (send_every)
+        self._obs_shape = self.obs.shape[1:]
         self.frames_sent = 0
         self._pending: list[dict[str, np.ndarray]] = []
         self._pending_count = 0
@@ -181,7 +182,7 @@ class Actor:
             done = terminated | truncated
             if self.frames:
                 tokens, true_next = self._frame_tokens(next_obs, terminated, truncated, done, info)
-                out = self.nstep.step(self._tokens, action, reward, true_next, terminated, truncated)
+                out = self.writer.step(self._tokens, action, reward, true_next, terminated, truncated)
                 self._tokens = tokens
             else:
                 true_next = next_obs
@@ -189,12 +190,12 @@ class Actor:
                     true_next = next_obs.copy()
                     for e in np.flatnonzero(done):
                         true_next[e] = info["final_obs"][e]
-                out = self.nstep.step(self.obs, action, reward, true_next, terminated, truncated)
+                out = self.writer.step(self.obs, action, reward, true_next, terminated, truncated)
             if out is not None and self.nonfinite_steps and self.cfg.env.non_finite == "drop":
                 out = self._finite(out)
             if out is not None:
                 self._pending.append(out)
-                self._pending_count += len(out["action"])
+                self._pending_count += len(out["action"]) * self._item_steps
             self._ep_return += reward if not self.nonfinite_steps else np.where(np.isfinite(reward), reward, 0.0)
             self._ep_length += 1
             if done.any():
@@ -202,6 +203,7 @@ class Actor:
                     returns.append(float(self._ep_return[e]))
                     lengths.append(int(self._ep_length[e]))
                     levels.append(float(self.policy.exploration[e]))
+                self.policy.reset_slots(done)
                 self._ep_return[done] = 0.0
                 self._ep_length[done] = 0
                 self.episodes += int(done.sum())
@@ -233,8 +235,7 @@ class Actor:
 
     def _finite(self, out: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
         """``out`` without the transitions whose n-step reward or observations are not finite."""
-        keep = (~non_finite_rows(out["reward"], out["obs"], self.codec)
-                & ~non_finite_rows(out["reward"], out["next_obs"], self.codec))
+        keep = ~non_finite_items(out, self._obs_shape, self.codec)
         if keep.all():
             return out
         self.nonfinite_dropped += int((~keep).sum())

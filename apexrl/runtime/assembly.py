@@ -85,24 +85,30 @@ class System:
 
     @property
     def frames(self) -> bool:
-        return frame_stacked(self.cfg.env)
+        return frame_stacked(self.cfg.env) and self.builder.frame_replay
 
     @property
     def batches_per_request(self) -> int:
         return batches_per_request(self.cfg)
 
     def shard_kwargs(self, i: int) -> dict[str, Any]:
-        """Shard ``i``'s constructor arguments: its share of capacity and of the rate limiter's band."""
+        """Shard ``i``'s constructor arguments: its share of capacity and of the rate limiter's band.
+
+        The config counts transitions; a shard counts items. A sequence agent's item is a sequence that
+        counts for ``insert`` new transitions when stored and ``sample`` trained ones when sampled, so a
+        samples-per-insert ratio r of transitions is r * insert / sample of items."""
         cfg, r = self.cfg, self.cfg.replay
+        insert, sample = self.builder.replay_units(cfg)
         spi, buffer, lead = r.samples_per_insert, 0.0, None
         if spi is not None:
+            spi = spi * insert / sample
             k = self.batches_per_request
-            buffer = r.spi_error_buffer if r.spi_error_buffer is not None else default_error_buffer(
-                spi, cfg.learner.batch_size, cfg.learner.prefetch * k, cfg.actors.send_every)
-            lead = (r.spi_max_lead / r.num_shards if r.spi_max_lead is not None
+            buffer = r.spi_error_buffer / sample if r.spi_error_buffer is not None else default_error_buffer(
+                spi, cfg.learner.batch_size, cfg.learner.prefetch * k, -(-cfg.actors.send_every // insert))
+            lead = (r.spi_max_lead / sample / r.num_shards if r.spi_max_lead is not None
                     else default_max_lead(cfg.learner.batch_size, k))
-        return dict(capacity=r.capacity // r.num_shards, alpha=r.alpha, seed=cfg.seed * 101 + i,
-                    min_size=max(1, r.learning_starts // r.num_shards), frames=self.frames,
+        return dict(capacity=max(1, r.capacity // insert // r.num_shards), alpha=r.alpha, seed=cfg.seed * 101 + i,
+                    min_size=max(1, r.learning_starts // insert // r.num_shards), frames=self.frames,
                     samples_per_insert=spi, error_buffer=buffer / r.num_shards, max_lead=lead,
                     batch_size=cfg.learner.batch_size)
 

@@ -7,16 +7,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from apexrl.agents.base import ModelFactory
+from apexrl.agents.base import ModelFactory, Policy
 from apexrl.agents.dpg.learner import DPGLearner
 from apexrl.agents.dpg.networks import ActionScale, StructuredModel, build_actor_critic
 from apexrl.agents.dpg.policy import NoisePolicy, actor_noise_scales
 from apexrl.config import Config
 from apexrl.envs import EnvSpecError
 from apexrl.envs.spaces import codec_of
+from apexrl.replay.nstep import NStepBuilder
 
 
 class DPGBuilder:
+    frame_replay = True  # Atari frame stacks go to replay as de-duplicated frames
     name = "dpg"
 
     def check_spaces(self, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -59,6 +61,12 @@ class DPGBuilder:
         noise = cfg.evaluation.epsilon if explore is None else explore
         return NoisePolicy(network, ActionScale(action_space), np.full(num_envs, noise),  # type: ignore[arg-type]
                                    seed, cfg.replay.priority_eps)
+
+    def make_writer(self, cfg: Config, policy: Policy, num_envs: int) -> NStepBuilder:
+        return NStepBuilder(num_envs, cfg.learner.n_step, cfg.learner.gamma)
+
+    def replay_units(self, cfg: Config) -> tuple[int, int]:
+        return 1, 1  # a replay item is one transition
 
     def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None, device: str | None = None) -> DPGLearner:

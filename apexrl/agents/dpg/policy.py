@@ -71,6 +71,9 @@ class NoisePolicy:
     def observe_global_steps(self, env_steps: int) -> None:
         """Fixed per-slot scales: the run's progress does not change them."""
 
+    def reset_slots(self, mask: np.ndarray) -> None:
+        """Stateless: nothing to forget at an episode's end."""
+
     def set_weights(self, weights: Weights) -> None:
         load_numpy_state_dict(self.net, weights)
 

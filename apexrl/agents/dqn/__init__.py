@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from apexrl.agents.base import ModelFactory
+from apexrl.agents.base import ModelFactory, Policy
 from apexrl.agents.dqn.exploration import actor_epsilons
 from apexrl.agents.dqn.learner import DQNLearner
 from apexrl.agents.dqn.networks import build_network
@@ -17,9 +17,11 @@ from apexrl.agents.torch_utils import resolve_device
 from apexrl.config import Config
 from apexrl.envs import EnvSpecError
 from apexrl.envs.spaces import codec_of
+from apexrl.replay.nstep import NStepBuilder
 
 
 class DQNBuilder:
+    frame_replay = True  # Atari frame stacks go to replay as de-duplicated frames
     name = "dqn"
 
     def check_spaces(self, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -52,6 +54,12 @@ class DQNBuilder:
         eps = cfg.evaluation.epsilon if explore is None else explore
         return EpsilonGreedyPolicy(network, int(action_space.n), np.full(num_envs, eps),  # type: ignore[attr-defined]
                                    seed, cfg.replay.priority_eps)
+
+    def make_writer(self, cfg: Config, policy: Policy, num_envs: int) -> NStepBuilder:
+        return NStepBuilder(num_envs, cfg.learner.n_step, cfg.learner.gamma)
+
+    def replay_units(self, cfg: Config) -> tuple[int, int]:
+        return 1, 1  # a replay item is one transition
 
     def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None, device: str | None = None) -> DQNLearner:

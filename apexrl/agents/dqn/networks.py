@@ -40,7 +40,8 @@ class MLPTorso(nn.Module):
         self.out_features = in_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x.float())
+        w = next(self.parameters(), None)  # float32, or float64 where a test runs the network in double
+        return self.net(x.to(w.dtype) if w is not None else x.float())
 
 
 class NatureCNNTorso(nn.Module):

@@ -81,6 +81,9 @@ class EpsilonGreedyPolicy:
         frac = min(1.0, done / steps) if steps > 0 else 1.0
         self.exploration = start + (self.final - start) * frac
 
+    def reset_slots(self, mask: np.ndarray) -> None:
+        """Stateless: nothing to forget at an episode's end."""
+
     def set_weights(self, weights: Weights) -> None:
         load_numpy_state_dict(self.net, weights)
         self._fresh = None  # act on the new weights (the ring entry is overwritten then)

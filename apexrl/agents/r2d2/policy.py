@@ -1,0 +1,52 @@
+"""Recurrent epsilon-greedy acting and the actors' initial sequence priorities (R2D2 on Ape-X's actors).
+
+Each env slot keeps its recurrent state between steps, zeroed when its episode ends (``reset_slots``);
+the sequence writer stores the state a slot had before each step (``state_before``), so the learner can
+start a replayed sequence where the actor was. Priorities of a sent sequence come from the actor's own
+network over the whole sequence from that stored state, as the learner computes them (target = online).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
+from apexrl.agents.r2d2.loss import SequenceSettings, priority_mix, sequence_td
+from apexrl.core import Batch
+
+
+class RecurrentEpsilonGreedyPolicy(EpsilonGreedyPolicy):
+    recurrent = True  # evaluations act on every episode's row at every step, so each keeps its state
+
+    def __init__(self, net: torch.nn.Module, num_actions: int, epsilons: np.ndarray, seed: int,
+                 priority_eps: float, settings: SequenceSettings, eta: float,
+                 device: str | torch.device = "cpu", anneal: tuple[float, int, int] | None = None) -> None:
+        super().__init__(net, num_actions, epsilons, seed, priority_eps, 0, "float32", device, anneal)
+        self.settings, self.eta = settings, eta
+        n = len(epsilons)
+        self.state = net.initial_state(n, self.device)  # type: ignore[operator]
+        self.state_before = np.zeros((n, self.state.shape[1]), self.state.cpu().numpy().dtype)
+
+    def _q(self, obs: np.ndarray) -> torch.Tensor:
+        x = torch.as_tensor(obs).to(self.device)
+        k = len(x)
+        self.state_before = self.state[:k].cpu().numpy()
+        q, new = self.net(x.unsqueeze(1), self.state[:k])
+        self.state = torch.cat([new, self.state[k:]]) if k < len(self.state) else new
+        return q[:, 0].float().cpu()
+
+    def reset_slots(self, mask: np.ndarray) -> None:
+        """Episodes ended in these slots: their next observation starts from a zero state."""
+        m = torch.as_tensor(np.asarray(mask, bool), device=self.device).view(-1, 1)
+        self.state = self.state.masked_fill(m, 0.0)
+
+    def set_recurrent_state(self, state: np.ndarray) -> None:
+        self.state = torch.as_tensor(np.asarray(state), device=self.device, dtype=self.state.dtype).clone()
+
+    @torch.no_grad()
+    def priorities(self, batch: Batch) -> np.ndarray:
+        tensors = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+        td, _, mask = sequence_td(self.net, self.net, tensors, self.settings)
+        prio = priority_mix(td.abs().double(), mask, self.eta) + self.priority_eps
+        return prio.cpu().numpy()
