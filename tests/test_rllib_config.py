@@ -38,6 +38,19 @@ MAPPED = [
     ("rollout_fragment_length", 50, "APEX", {"actors.send_every": 50}),
     ("lr", 5e-5, "APEX", {"learner.lr": 5e-5}),
     ("train_batch_size", 512, "APEX", {"learner.batch_size": 512}),
+    ("train_batch_size", 1000, "R2D2", {"learner.batch_size": 50}),  # timesteps / (0 burn-in + 20 max_seq_len)
+    ("model.use_lstm", True, "APEX", {"agent": "r2d2", "r2d2.cell": "lstm"}),
+    ("model.lstm_cell_size", 32, "R2D2", {"r2d2.cell_size": 32}),
+    ("model.max_seq_len", 40, "R2D2", {"r2d2.seq_len": 40}),
+    ("replay_buffer_config.replay_burn_in", 40, "R2D2", {"r2d2.burn_in": 40}),
+    ("replay_burn_in", 40, "R2D2", {"r2d2.burn_in": 40}),
+    ("replay_buffer_config.zero_init_states", True, "R2D2", {"r2d2.zero_init_states": True}),
+    ("zero_init_states", True, "R2D2", {"r2d2.zero_init_states": True}),
+    ("use_h_function", True, "R2D2", {"r2d2.use_h_function": True}),
+    ("h_function_epsilon", 0.01, "R2D2", {"r2d2.h_epsilon": 0.01}),
+    ("model.fcnet_activation", "linear", "APEX", {"network.activation": "linear"}),
+    ("env", "ray.rllib.examples.env.stateless_cartpole.StatelessCartPole", "R2D2",
+     {"env.id": "apexrl.envs.stateless:CartPoleNoVel-v1"}),
     ("gamma", 0.95, "APEX", {"learner.gamma": 0.95}),
     ("n_step", 1, "APEX", {"learner.n_step": 1}),
     ("target_network_update_freq", 6400, "APEX", {"learner.target_update_period": 100}),  # 6400 samples / 64
@@ -97,7 +110,9 @@ MAPPED = [
     ("multiagent", {"policies": {}}, "APEX", {}),
 ]
 INERT = [  # accepted, named once, and the config is what it would be without them
-    ("framework", "tf"), ("double_q", True), ("model.fcnet_activation", "relu"), ("actor_hidden_activation", "relu"),
+    ("framework", "tf"), ("double_q", True), ("actor_hidden_activation", "relu"),
+    ("replay_buffer_config.storage_unit", "timesteps"), ("model.lstm_use_prev_action", False),
+    ("model.lstm_use_prev_reward", False),
     ("critic_hidden_activation", "relu"), ("l2_reg", 1e-6), ("use_state_preprocessor", False),
     ("huber_threshold", 1.0), ("num_cpus_for_driver", 1), ("replay_buffer_config.worker_side_prioritization", True),
     ("worker_side_prioritization", True), ("replay_buffer_config.replay_buffer_shards_colocated_with_driver", True),
@@ -113,7 +128,8 @@ INERT = [  # accepted, named once, and the config is what it would be without th
     ("log_level", "WARN"), ("metrics_num_episodes_for_smoothing", 100),
 ]
 REFUSED = [  # values apexrl cannot honour: one line naming the key
-    ("double_q", False), ("model.fcnet_activation", "tanh"), ("actor_hidden_activation", "tanh"),
+    ("double_q", False), ("model.fcnet_activation", "elu"), ("actor_hidden_activation", "tanh"),
+    ("model.lstm_use_prev_action", True), ("model.lstm_use_prev_reward", True),
     ("critic_hidden_activation", "elu"), ("use_state_preprocessor", True), ("huber_threshold", 2.0),
     ("replay_buffer_config.replay_sequence_length", 20), ("replay_buffer_config.type", "MyBuffer"),
     ("exploration_config.type", "SoftQ"), ("explore", False), ("evaluation_duration_unit", "timesteps"),
@@ -167,6 +183,33 @@ def test_a_value_apexrl_cannot_honour_is_refused_in_one_line(key, value):
     with pytest.raises(C.ConfigError) as e:
         cfg_of(_config(key, value, run), run=run)
     assert key in str(e.value) and "\n" not in str(e.value)
+
+
+def test_rllibs_r2d2_file_runs_as_r2d2_with_its_sequences_and_epsilon_schedule():
+    [(name, d)] = rllib.experiments(_r2d2_file(), host_cpus=2)
+    cfg = C.from_dict(d)
+    assert (name, cfg.agent, cfg.env.id) == ("stateless-cartpole-r2d2", "r2d2", "apexrl.envs.stateless:CartPoleNoVel-v1")
+    assert (cfg.r2d2.cell_size, cfg.r2d2.seq_len, cfg.r2d2.burn_in, cfg.r2d2.zero_init_states) == (64, 20, 20, True)
+    assert (cfg.network.torso, cfg.network.activation, cfg.learner.lr) == ((64,), "linear", 0.0005)
+    assert (cfg.actors.eps_start, cfg.actors.eps_base, cfg.actors.eps_anneal_steps) == (1.0, 0.05, 50_000)
+    assert (cfg.replay.alpha, cfg.stop.train_return) == (0.0, 150)
+
+
+def _r2d2_file() -> dict:
+    import yaml
+    from pathlib import Path
+
+    ref = Path(__file__).parents[2] / "shared" / "reference" / "rllib-apex-examples" / "stateless-cartpole-r2d2.yaml"
+    if ref.exists():
+        return yaml.safe_load(ref.read_text())
+    return {"stateless-cartpole-r2d2": {  # the same file, for a checkout without the reference folder beside it
+        "env": "ray.rllib.examples.env.stateless_cartpole.StatelessCartPole", "run": "R2D2",
+        "stop": {"sampler_results/episode_reward_mean": 150, "timesteps_total": 1000000},
+        "config": {"framework": "torch", "num_workers": 0, "replay_buffer_config": {
+            "type": "MultiAgentReplayBuffer", "storage_unit": "sequences", "replay_burn_in": 20,
+            "zero_init_states": True}, "lr": 0.0005, "exploration_config": {"epsilon_timesteps": 50000},
+            "model": {"fcnet_hiddens": [64], "fcnet_activation": "linear", "use_lstm": True, "lstm_cell_size": 64,
+                      "max_seq_len": 20}}}}
 
 
 def test_unknown_rllib_keys_are_named_together_in_one_line():

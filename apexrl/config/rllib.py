@@ -36,7 +36,7 @@ from apexrl.config.schema import Config, ConfigError, to_dict
 
 log = logging.getLogger("apexrl.config")
 
-RUNS = {"APEX": "dqn", "DQN": "dqn", "APEX_DDPG": "dpg", "DDPG": "dpg", "TD3": "dpg"}
+RUNS = {"APEX": "dqn", "DQN": "dqn", "APEX_DDPG": "dpg", "DDPG": "dpg", "TD3": "dpg", "R2D2": "r2d2"}
 # What the algorithm a file's run names is, where apexrl's defaults differ (DDPG has no TD3 fixes).
 IDENTITY: dict[str, dict[str, Any]] = {
     "DDPG": {"dpg.twin_critics": False, "dpg.policy_delay": 1, "dpg.target_noise": 0.0},
@@ -96,6 +96,8 @@ def infer_run(flat: Mapping[str, Any], agent: Any = None) -> str:
     """The RLlib algorithm a config dict without ``run`` describes: DDPG's keys or ``agent: dpg`` -> APEX_DDPG."""
     if agent == "dpg" or DDPG_KEYS & set(flat) or flat.get("exploration_config.type") in OU_TYPES:
         return "APEX_DDPG"
+    if agent == "r2d2" or flat.get("model.use_lstm"):
+        return "R2D2"
     return "APEX"
 
 
@@ -120,8 +122,8 @@ def translate(raw: Mapping[str, Any], run: str | None = None, host_cpus: int | N
     run = run or infer_run(flat, ours.get("agent"))
     unknown = sorted(k for k in flat if k not in BY_NAME)
     if unknown:
-        raise ConfigError(f"RLlib key(s) {', '.join(unknown)} not supported by apexrl (it runs Ape-X DQN and "
-                          "DDPG/TD3 on single-agent gymnasium envs); remove them, see docs/coming-from-rllib.md")
+        raise ConfigError(f"RLlib key(s) {', '.join(unknown)} not supported by apexrl (it runs Ape-X DQN, "
+                          "DDPG/TD3 and R2D2 on single-agent gymnasium envs); remove them, see docs/coming-from-rllib.md")
     ctx = Ctx(flat, run, host_cpus or os.cpu_count() or 1, merge(dict(base or {}), ours))
     dotted: dict[str, Any] = {"agent": RUNS[run], **(IDENTITY.get(run, {}) if identity else {})}
     for row in KEYS:  # table order: a key's row sees the whole config through ctx

@@ -9,6 +9,7 @@ dotted. Keys a file leaves out take apexrl's defaults, except the algorithm iden
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -143,6 +144,16 @@ def _ddpg_hiddens(v: Any, c: Ctx) -> dict[str, Any]:
     return {"network.torso": list(v)}
 
 
+def _fcnet_activation(v: Any, c: Ctx) -> dict[str, Any]:
+    if v not in ("relu", "tanh", "linear"):
+        raise refuse("model.fcnet_activation", v, "use relu, tanh or linear")
+    if c.dpg:
+        if v != "relu":
+            raise refuse("model.fcnet_activation", v, "DDPG's networks here use ReLU")
+        return {}
+    return {"network.activation": v}
+
+
 def _relu(key: str) -> Key:
     return inert(key, "apexrl's MLPs use ReLU", ok=lambda v: v == "relu", refusal="apexrl's MLPs use ReLU only")
 
@@ -174,7 +185,7 @@ def dqn_exploration(c: Ctx) -> dict[str, Any]:
     """PerWorkerEpsilonGreedy (APEX's default): Ape-X's fixed spread. EpsilonGreedy (plain DQN's default):
     every slot's epsilon falls linearly from initial_epsilon to final_epsilon over epsilon_timesteps env
     steps of the whole run (RLlib counted the driver's sampled steps)."""
-    kind = c.get("exploration_config.type", "EpsilonGreedy" if c.run == "DQN" else "PerWorkerEpsilonGreedy")
+    kind = c.get("exploration_config.type", "EpsilonGreedy" if c.run in ("DQN", "R2D2") else "PerWorkerEpsilonGreedy")
     if kind == "PerWorkerEpsilonGreedy":
         for k in ("initial_epsilon", "final_epsilon", "epsilon_timesteps"):
             if f"exploration_config.{k}" in c.flat:
@@ -252,6 +263,34 @@ def _gpus(key: str, section: str) -> Key:
     return Key(key, f"{section}.num_gpus, {section}.device", "GPUs; > 0 also runs it on the GPU (device auto)", apply)
 
 
+def _use_lstm(v: Any, c: Ctx) -> dict[str, Any]:
+    if not v and c.run == "R2D2":
+        raise refuse("model.use_lstm", v, "R2D2 is recurrent: set it to true")
+    return {"agent": "r2d2", "r2d2.cell": "lstm"} if v else {}
+
+
+def _r2d2_batch(v: Any, c: Ctx) -> dict[str, Any]:
+    """R2D2 counts timesteps per update; apexrl's r2d2 batches whole sequences of burn-in + max_seq_len."""
+    steps = int(c.get("model.max_seq_len", 20)) + int(c.get("replay_buffer_config.replay_burn_in",
+                                                           c.get("replay_burn_in", 0)))
+    return {"learner.batch_size": max(1, int(v) // max(1, steps))}
+
+
+def _batch(v: Any, c: Ctx) -> dict[str, Any]:
+    return _r2d2_batch(v, c) if c.run == "R2D2" else {"learner.batch_size": v}
+
+
+def _sequence_length(v: Any, c: Ctx) -> dict[str, Any]:
+    if c.run == "R2D2":
+        c.notes.append("replay_buffer_config.replay_sequence_length (R2D2's sequences are replay_burn_in + max_seq_len)")
+        return {}
+    if int(v) != 1:
+        raise refuse("replay_buffer_config.replay_sequence_length", v, "apexrl replays single n-step transitions "
+                     "(sequences with run: R2D2)")
+    c.notes.append("replay_buffer_config.replay_sequence_length (one transition per item)")
+    return {}
+
+
 def _placement(v: Any, c: Ctx) -> dict[str, Any]:
     p = str(v).upper()
     if p not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
@@ -265,10 +304,23 @@ def _multiagent(v: Any, c: Ctx) -> dict[str, Any]:
     return {}
 
 
+# RLlib's example envs that its tuned files name, and apexrl's envs with the same observations and dynamics.
+EXAMPLE_ENVS = {f"ray.rllib.examples.{m}.stateless_cartpole.StatelessCartPole": "apexrl.envs.stateless:CartPoleNoVel-v1"
+                for m in ("env", "envs.classes")}
+
+
+def _env(v: Any, c: Ctx) -> dict[str, Any]:
+    if isinstance(v, str) and v in EXAMPLE_ENVS:
+        logging.getLogger("apexrl.config").warning("RLlib's example env %s runs as apexrl's %s (the same "
+                                                   "observations and dynamics)", v, EXAMPLE_ENVS[v])
+        return {"env.id": EXAMPLE_ENVS[v]}
+    return {"env.id": v}
+
+
 KEYS: list[Key] = [
-    same("env", "env.id", "a gymnasium id, a register_env name or a dotted class path (in Python also the class "
-         "or creator); old gym ids (CartPole-v0, PongNoFrameskip-v4) still run, Atari ones with the DQN Atari "
-         "preprocessing"),
+    Key("env", "env.id", "a gymnasium id, a register_env name or a dotted class path (in Python also the class "
+        "or creator); old gym ids (CartPole-v0, PongNoFrameskip-v4) still run, Atari ones with the DQN Atari "
+        "preprocessing; RLlib's StatelessCartPole example runs as apexrl's CartPoleNoVel-v1", _env, rename=True),
     same("env_config", "env.kwargs", "a class's or creator's env_config; keyword arguments of gymnasium.make for "
          "gymnasium ids", dict),
     same("seed", "seed"),
@@ -284,7 +336,8 @@ KEYS: list[Key] = [
         "transitions per send", lambda v, c: {"actors.send_every": max(1, int(v) * int(c.get("num_envs_per_worker",
                                                                                             1)))}),
     same("lr", "learner.lr", "learning rate (DQN; DDPG's critic uses critic_lr)"),
-    same("train_batch_size", "learner.batch_size", "transitions per update"),
+    Key("train_batch_size", "learner.batch_size", "transitions per update; R2D2: timesteps per update, / (replay_burn_in "
+        "+ max_seq_len) sequences", _batch),
     same("gamma", "learner.gamma"),
     same("n_step", "learner.n_step"),
     Key("target_network_update_freq", "learner.target_update_period (dpg.tau)", _target_freq.__doc__ or "",
@@ -295,7 +348,8 @@ KEYS: list[Key] = [
     same("dueling", "network.dueling", convert=bool),
     Key("hiddens", "network.head", "the dueling streams' hidden layer: one width", _hiddens),
     Key("model.fcnet_hiddens", "network.torso", "DQN's torso layers", _fcnet),
-    _relu("model.fcnet_activation"),
+    Key("model.fcnet_activation", "network.activation", "relu, tanh or linear after each torso layer (DQN, R2D2)",
+        _fcnet_activation),
     Key("actor_hiddens", "network.torso", "DDPG's layers; apexrl's actor and critic share them", _ddpg_hiddens),
     Key("critic_hiddens", "network.torso", "as actor_hiddens", _ddpg_hiddens),
     _relu("actor_hidden_activation"),
@@ -336,8 +390,24 @@ KEYS: list[Key] = [
     inert("worker_side_prioritization", "actors always compute initial priorities (Ape-X)"),
     inert("replay_buffer_config.replay_buffer_shards_colocated_with_driver", "shards are placed by Ray"),
     inert("replay_buffer_config.no_local_replay_buffer", "replay is always sharded Ray actors"),
-    inert("replay_buffer_config.replay_sequence_length", "one transition per item", ok=lambda v: int(v) == 1,
-          refusal="apexrl replays single n-step transitions"),
+    Key("replay_buffer_config.replay_sequence_length", "", "1 (one transition per item); R2D2: no effect, its "
+        "sequences are replay_burn_in + max_seq_len", _sequence_length),
+    Key("model.use_lstm", "agent, r2d2.cell", "true: the recurrent agent r2d2 with an LSTM core", _use_lstm),
+    same("model.lstm_cell_size", "r2d2.cell_size", "units of the LSTM"),
+    same("model.max_seq_len", "r2d2.seq_len", "trained steps per replayed sequence"),
+    same("replay_buffer_config.replay_burn_in", "r2d2.burn_in", "steps before them that rebuild the state "
+         "without gradients"),
+    same("replay_burn_in", "r2d2.burn_in", "RLlib's old top-level name"),
+    same("replay_buffer_config.zero_init_states", "r2d2.zero_init_states", "replayed sequences start from zeros, "
+         "not the stored state", bool),
+    same("zero_init_states", "r2d2.zero_init_states", "RLlib's old top-level name", bool),
+    same("use_h_function", "r2d2.use_h_function", "value rescaling of the targets", bool),
+    same("h_function_epsilon", "r2d2.h_epsilon"),
+    inert("replay_buffer_config.storage_unit", "apexrl stores transitions (sequences for R2D2) whatever this says"),
+    inert("model.lstm_use_prev_action", "false: the LSTM sees observations", ok=lambda v: not v,
+          refusal="the previous action as LSTM input is not implemented"),
+    inert("model.lstm_use_prev_reward", "false: the LSTM sees observations", ok=lambda v: not v,
+          refusal="the previous reward as LSTM input is not implemented"),
     Key("replay_buffer_config.prioritized_replay", "replay.alpha", "RLlib's deprecated switch: off = alpha 0",
         lambda v, c: {} if v in (True, None, -1) else {"replay.alpha": 0.0}),
     same("optimizer.num_replay_buffer_shards", "replay.num_shards"),

@@ -63,6 +63,7 @@ class NetworkConfig:
     kind: str = "auto"  # auto | mlp | nature_cnn | minatar  (auto: for uint8 images the Nature CNN, or MinAtar's
     #                     one-conv torso below 36x36 pixels; else an MLP)
     torso: tuple[int, ...] = (256, 256)  # units per MLP torso layer; two 256-wide layers learn CartPole reliably
+    activation: str = "relu"  # relu | tanh | linear: after each torso layer (dqn, r2d2); RLlib's fcnet_activation
     head: int = 64  # hidden units of each head stream (dueling value and advantage); 64 keeps an update
     #                 cheap (one 256x256 matmul per pass dominates) without costing CartPole solves
     dueling: bool = True  # dueling head (Wang et al., 2016)

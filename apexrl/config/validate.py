@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 _CHOICES: dict[str, tuple[str, ...]] = {
     "agent": AGENTS,
     "network.kind": ("auto", "mlp", "nature_cnn", "minatar"),
+    "network.activation": ("relu", "tanh", "linear"),
     "env.vector": ("auto", "gymnasium", "ale"),
     "env.non_finite": ("stop", "drop"),
     "env.action_mask": ("auto", "observation", "info", "none"),

@@ -29,12 +29,15 @@ class DuelingHead(nn.Module):
         return self.value(h) + adv - adv.mean(dim=1, keepdim=True)
 
 
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "linear": nn.Identity}
+
+
 class MLPTorso(nn.Module):
-    def __init__(self, in_features: int, sizes: tuple[int, ...]) -> None:
+    def __init__(self, in_features: int, sizes: tuple[int, ...], activation: str = "relu") -> None:
         super().__init__()
         layers: list[nn.Module] = []
         for h in sizes:
-            layers += [nn.Linear(in_features, h), nn.ReLU()]
+            layers += [nn.Linear(in_features, h), ACTIVATIONS[activation]()]
             in_features = h
         self.net = nn.Sequential(nn.Flatten(), *layers)
         self.out_features = in_features
@@ -98,10 +101,10 @@ def is_image_space(space: gym.Space) -> bool:
 class StructuredTorso(nn.Module):
     """Per-leaf encoders of a structured observation (``apexrl.agents.encoders``), then the MLP torso."""
 
-    def __init__(self, codec: ObservationCodec, sizes: tuple[int, ...]) -> None:
+    def __init__(self, codec: ObservationCodec, sizes: tuple[int, ...], activation: str = "relu") -> None:
         super().__init__()
         self.encoder = StructuredEncoder(codec)
-        self.mlp = MLPTorso(self.encoder.out_features, sizes)
+        self.mlp = MLPTorso(self.encoder.out_features, sizes, activation)
         self.out_features = self.mlp.out_features
 
     def forward(self, rows: torch.Tensor) -> torch.Tensor:
@@ -114,7 +117,7 @@ def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: Ne
     n = int(action_space.n)
     codec = codec_of(observation_space)
     if codec is not None:
-        torso = StructuredTorso(codec, cfg.torso)
+        torso = StructuredTorso(codec, cfg.torso, cfg.activation)
         return MaskedQ(codec, QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling), structured_input=False)
     shape = observation_space.shape
     if shape is None:
@@ -129,5 +132,5 @@ def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: Ne
             raise ValueError(f"network.kind={kind} needs [C, H, W] observations, got shape {shape}")
         torso: nn.Module = (NatureCNNTorso if kind == "nature_cnn" else MinAtarTorso)(shape[0], shape[1], shape[2])
     else:
-        torso = MLPTorso(int(np.prod(shape)), cfg.torso)
+        torso = MLPTorso(int(np.prod(shape)), cfg.torso, cfg.activation)
     return QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling)  # type: ignore[arg-type]

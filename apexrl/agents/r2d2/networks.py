@@ -85,7 +85,7 @@ def build_recurrent_network(observation_space: gym.Space, action_space: gym.Spac
     codec = codec_of(observation_space)
     torso: nn.Module
     if codec is not None:
-        torso = StructuredTorso(codec, net.torso)
+        torso = StructuredTorso(codec, net.torso, net.activation)
     else:
         shape = observation_space.shape
         assert shape is not None
@@ -98,6 +98,6 @@ def build_recurrent_network(observation_space: gym.Space, action_space: gym.Spac
                 raise ValueError(f"network.kind={kind} needs [C, H, W] observations, got shape {shape}")
             torso = (NatureCNNTorso if kind == "nature_cnn" else MinAtarTorso)(shape[0], shape[1], shape[2])
         else:
-            torso = MLPTorso(int(np.prod(shape)), net.torso)
+            torso = MLPTorso(int(np.prod(shape)), net.torso, net.activation)
     return RecurrentQNetwork(torso, int(torso.out_features), n, q.cell, q.cell_size,  # type: ignore[arg-type]
                              net.head, net.dueling, codec)
