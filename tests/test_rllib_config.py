@@ -196,8 +196,9 @@ def test_rllibs_r2d2_file_runs_as_r2d2_with_its_sequences_and_epsilon_schedule()
 
 
 def _r2d2_file() -> dict:
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     ref = Path(__file__).parents[2] / "shared" / "reference" / "rllib-apex-examples" / "stateless-cartpole-r2d2.yaml"
     if ref.exists():
