@@ -76,3 +76,26 @@ def test_the_greedy_evaluation_keeps_each_episodes_state():
     returns = evaluate(policy, cfg.env, 3, seed=5)
     assert len(returns) == 3 and set(seen) == {3}, "every step acts on all rows: row i is always episode i"
     assert np.all(np.asarray(returns) >= 1)
+
+
+def test_apex_trainer_runs_rllibs_r2d2_keys_and_acts_with_a_state_as_rllib_does(tmp_path, monkeypatch):
+    from apexrl import ApexTrainer
+
+    monkeypatch.chdir(tmp_path)
+    trainer = ApexTrainer(config={
+        "env": "ray.rllib.examples.env.stateless_cartpole.StatelessCartPole", "num_workers": 1,
+        "model": {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 8, "fcnet_hiddens": [16]},
+        "replay_buffer_config": {"replay_burn_in": 4}, "min_time_s_per_iteration": 1,
+        "replay": {"learning_starts": 200, "capacity": 5000}, "logging": {"report_interval_s": 0.5}})
+    try:
+        result = trainer.train()
+        assert result["timesteps_total"] > 0 and trainer.cfg.agent == "r2d2"
+        state = trainer.get_policy().get_initial_state()
+        assert state[0].shape == (32,) and not state[0].any()
+        action, state, extra = trainer.compute_single_action(np.array([0.01, -0.02], np.float32), state)
+        assert action in (0, 1) and extra == {} and state[0].shape == (32,) and state[0].any()
+        again, state2, _ = trainer.compute_single_action(np.array([0.02, -0.03], np.float32), state)
+        assert not np.array_equal(state2[0], state[0]), "the state carries on from the one passed in"
+    finally:
+        trainer.stop()
+    assert not ray.is_initialized()

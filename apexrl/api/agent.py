@@ -10,6 +10,11 @@ Built from the parts the distributed system runs: the same n-step builder, prior
 learner (double DQN, IS-weighted loss, target copies, |TD| priorities) and actor-side initial priorities.
 One stream has no per-actor spread of epsilons, so exploration is an epsilon annealed linearly from
 ``epsilon_start`` to ``epsilon_end`` over ``epsilon_decay_steps`` stored steps.
+
+A recurrent model (one with ``initial_state(batch, device)`` and ``forward(obs [B, T, ...], state, begin)
+-> (q, state)``, as :class:`~apexrl.agents.r2d2.networks.RecurrentQNetwork`) makes it R2D2: ``select_action``
+carries the model's state from step to step, an episode's end (or ``reset()``) clears it, and replay holds
+sequences (``r2d2.*`` keys; ``batch_size`` counts sequences).
 """
 
 from __future__ import annotations
@@ -26,11 +31,15 @@ import torch
 from apexrl.agents.dqn.learner import DQNLearner
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
 from apexrl.agents.encoders import MaskedQ
+from apexrl.agents.r2d2 import overlap_of
+from apexrl.agents.r2d2.learner import R2D2Learner, settings_of
+from apexrl.agents.r2d2.policy import RecurrentEpsilonGreedyPolicy
 from apexrl.config import ALIASES, Config, ConfigError, from_dict, to_dict
 from apexrl.envs.spaces import ObservationCodec, codec_of, needs_codec
 from apexrl.replay.client import beta_at
 from apexrl.replay.nstep import NStepBuilder
 from apexrl.replay.prioritized import PrioritizedReplay
+from apexrl.replay.sequences import SequenceWriter
 
 # Short keys of the agent's constructor, beside apexrl's dotted keys and RLlib-style aliases.
 KEYS = {"batch_size": "learner.batch_size", "alpha": "replay.alpha", "beta": "replay.beta",
@@ -84,14 +93,30 @@ class ApeX:
         self.codec = codec_of(space) or (ObservationCodec(space, int(env.action_space.n)) if needs_codec(space)
                                          else None)
         self._pack = self.codec is not None and codec_of(space) is None
-        net = MaskedQ(self.codec, model, structured_input=True) if self.codec is not None else model
-        self.net = net
-        self.learner = DQNLearner(self.cfg, net, optimizer=optimizer)
-        r = self.cfg.replay
-        self.replay = PrioritizedReplay(r.capacity, alpha=r.alpha, seed=self.cfg.seed)
-        self.nstep = NStepBuilder(1, self.cfg.learner.n_step, self.cfg.learner.gamma)
-        self.policy = EpsilonGreedyPolicy(net, int(env.action_space.n), np.array([self.loop.epsilon_start]),
-                                          self.cfg.seed, r.priority_eps)
+        self.recurrent = callable(getattr(model, "initial_state", None))
+        r, n = self.cfg.replay, int(env.action_space.n)
+        eps0 = np.array([self.loop.epsilon_start])
+        self.period = 1  # transitions per replay item: a recurrent model's sequences bring `period` new steps
+        if self.recurrent:
+            if self.codec is not None:
+                raise ConfigError("ApeX: a recurrent model takes array observations; wrap a Dict/Discrete env with "
+                                  "apexrl.create_env and use apexrl.train(agent='r2d2') for structured ones")
+            self.net = model
+            self.learner: DQNLearner = R2D2Learner(self.cfg, model, optimizer=optimizer)
+            q = self.cfg.r2d2
+            self.policy: EpsilonGreedyPolicy = RecurrentEpsilonGreedyPolicy(
+                model, n, eps0, self.cfg.seed, r.priority_eps, settings_of(self.cfg), q.priority_eta)
+            policy = self.policy
+            self.writer: NStepBuilder | SequenceWriter = SequenceWriter(
+                1, q.burn_in, q.seq_len, overlap_of(self.cfg), policy.state.shape[1],  # type: ignore[attr-defined]
+                lambda: policy.state_before)  # type: ignore[attr-defined]
+            self.period = self.writer.steps_per_item
+        else:
+            self.net = MaskedQ(self.codec, model, structured_input=True) if self.codec is not None else model
+            self.learner = DQNLearner(self.cfg, self.net, optimizer=optimizer)
+            self.policy = EpsilonGreedyPolicy(self.net, n, eps0, self.cfg.seed, r.priority_eps)
+            self.writer = NStepBuilder(1, self.cfg.learner.n_step, self.cfg.learner.gamma)
+        self.replay = PrioritizedReplay(max(1, r.capacity // self.period), alpha=r.alpha, seed=self.cfg.seed)
         self.steps = 0
         self.episode_return = 0.0
         self.returns: deque[float] = deque(maxlen=100)
@@ -120,9 +145,9 @@ class ApeX:
                          truncated: bool = False) -> None:
         """``done``: the env terminated (no bootstrap); ``truncated``: a time limit cut it (bootstrap).
         Either ends the episode."""
-        out = self.nstep.step(self._row(state), np.array([action]), np.array([reward]),
-                              self._row(next_state), np.array([bool(done)]),
-                              np.array([bool(truncated)]))
+        out = self.writer.step(self._row(state), np.array([action]), np.array([reward]),
+                               self._row(next_state), np.array([bool(done)]),
+                               np.array([bool(truncated)]))
         if out is not None:
             self.replay.add(out, self.policy.priorities(out))
         self.steps += 1
@@ -130,12 +155,20 @@ class ApeX:
         if done or truncated:
             self.returns.append(self.episode_return)
             self.episode_return = 0.0
+            self.policy.reset_slots(np.array([True]))
+
+    def reset(self) -> None:
+        """Start a new episode without ending the last through ``store_experience``: a recurrent model's
+        state is cleared and the unfinished episode's steps not yet in replay are dropped."""
+        self.policy.reset_slots(np.array([True]))
+        self.writer.reset()
+        self.episode_return = 0.0
 
     # ------------------------------------------------------------------ learning
     def learn(self) -> dict[str, float] | None:
         """One update every ``train_freq`` stored steps once replay holds ``learning_starts`` transitions;
         returns the update's stats, or None when it did not update."""
-        if len(self.replay) < max(self.cfg.replay.learning_starts, self.cfg.learner.batch_size):
+        if len(self.replay) < max(-(-self.cfg.replay.learning_starts // self.period), self.cfg.learner.batch_size):
             return None
         if self.steps % self.loop.train_freq:
             return None
@@ -156,7 +189,8 @@ class ApeX:
         torch.save({"config": to_dict(self.cfg), "loop": asdict(self.loop), "learner": self.learner.state_dict(),
                     "replay": self.replay.state_dict(), "steps": self.steps, "returns": list(self.returns),
                     "episode_return": self.episode_return, "rng": self.policy.rng.bit_generator.state,
-                    "nstep": self.nstep.state_dict()}, path)
+                    "nstep": self.writer.state_dict(),
+                    "recurrent_state": self.policy.state.cpu() if self.recurrent else None}, path)  # type: ignore[attr-defined]
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], env: gym.Env, model: torch.nn.Module,
@@ -171,5 +205,7 @@ class ApeX:
         agent.returns.extend(state["returns"])
         agent.policy.rng.bit_generator.state = state["rng"]
         if "nstep" in state:  # files saved before it was kept resume with an empty window
-            agent.nstep.load_state_dict(state["nstep"])
+            agent.writer.load_state_dict(state["nstep"])
+        if agent.recurrent and state.get("recurrent_state") is not None:
+            agent.policy.set_recurrent_state(state["recurrent_state"].numpy())  # type: ignore[attr-defined]
         return agent

@@ -188,9 +188,12 @@ class ApexTrainer(tune.Trainable):
         load_numpy_state_dict(self._net, self.get_weights())
         return self._net
 
-    def compute_single_action(self, observation: Any, explore: bool = False) -> Any:
+    def compute_single_action(self, observation: Any, state: Any = None, explore: bool = False) -> Any:
         """The action of the newest weights for one observation: greedy, or with ``explore`` as the run's
-        most exploring actor acts."""
+        most exploring actor acts. A recurrent agent, as RLlib's: pass ``state`` (first
+        ``get_policy().get_initial_state()``) and get ``(action, state_out, {})`` back."""
+        if isinstance(state, bool):  # compute_single_action(obs, True): the old positional explore
+            state, explore = None, state
         net = self.get_policy()
         if explore:
             policy = self.system.builder.make_actor_policy(self.cfg, net, self.system.action_space, 0,
@@ -201,8 +204,13 @@ class ApexTrainer(tune.Trainable):
             policy = self.system.make_eval_policy(net, 1, seed=self.training_iteration, explore=0.0)
         codec = codec_of(self.system.observation_space)
         row = np.asarray(observation) if codec is None or _is_row(observation, codec.row_bytes) else codec.pack(observation)
+        if state is not None and hasattr(policy, "set_recurrent_state"):
+            policy.set_recurrent_state(np.asarray(state[0] if isinstance(state, (list, tuple)) else state)[None])
         action = policy.act(row[None])[0]
-        return action.item() if np.ndim(action) == 0 else action
+        action = action.item() if np.ndim(action) == 0 else action
+        if state is None:
+            return action
+        return action, [policy.state[0].cpu().numpy()] if hasattr(policy, "state") else [], {}
 
     def evaluate(self) -> dict[str, Any]:
         """A greedy evaluation now (``evaluation.episodes`` episodes)."""

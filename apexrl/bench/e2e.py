@@ -51,9 +51,11 @@ RLLIB_VENV_HINT = ("RLlib 2.60 pins gymnasium==1.2.2, so give it its own venv: b
 
 
 def _skip_reason(peer: str, python: str = sys.executable, task: Task | None = None) -> str | None:
+    if peer == "rllib" and task is not None and task.agent == "r2d2":
+        return "RLlib 2.60 has no R2D2 (it left RLlib for the unmaintained rllib_contrib); compare with sb3"
     if peer == "rllib" and task is not None and task.agent != "dqn":
         return "the rllib peer runs DQN only (RLlib removed Ape-X DDPG); compare continuous control with sb3"
-    module = PEERS[peer][0]
+    module = "sb3_contrib" if peer == "sb3" and task is not None and task.agent == "r2d2" else PEERS[peer][0]
     # Another interpreter also needs apexrl (config, shared evaluation) importable from this checkout.
     imports = [module] + ([] if python == sys.executable else ["apexrl.config", "apexrl.evaluation"])
     try:

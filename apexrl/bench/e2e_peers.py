@@ -1,6 +1,6 @@
 """The peers of ``apexrl bench e2e``, each run in a child process: apexrl (``apexrl train``'s code path),
-Stable-Baselines3 (DQN or TD3, with RL Zoo's settings for the task), RLlib DQN; and the evaluation they all
-share."""
+Stable-Baselines3 (DQN or TD3, with RL Zoo's settings for the task; RecurrentPPO in ``e2e_recurrent``), RLlib
+DQN. The tasks, clock and shared evaluation are in ``e2e_common``."""
 
 from __future__ import annotations
 
@@ -8,31 +8,13 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-EVAL_EPISODES = 10
+from apexrl.bench.e2e_common import EVAL_EPISODES, TASKS, Clock, Task, Tracker, argmax_q
+from apexrl.bench.e2e_recurrent import run_recurrent_ppo
 
-
-@dataclass(frozen=True)
-class Task:
-    """A benchmark task: the apexrl preset, its env and the greedy-evaluation mean that counts as solved."""
-
-    preset: str
-    env_id: str
-    target: float
-    agent: str  # which SB3 peer: dqn -> DQN, dpg -> TD3
-
-
-TASKS: dict[str, Task] = {
-    "cartpole": Task("cartpole", "CartPole-v1", 475.0, "dqn"),
-    "pendulum": Task("pendulum", "Pendulum-v1", -200.0, "dpg"),
-    "minatar": Task("minatar", "MinAtar/Breakout-v1", 10.0, "dqn"),
-    "lunarlander-continuous": Task("lunarlander-continuous", "LunarLanderContinuous-v3", 200.0, "dpg"),
-    "halfcheetah": Task("halfcheetah", "HalfCheetah-v5", 5000.0, "dpg"),
-    "taxi": Task("taxi", "Taxi-v4", 7.0, "dqn"),  # Discrete(500) observations; actions masked via info
-}
+__all__ = ["EVAL_EPISODES", "PEERS", "TASKS", "Task"]
 
 # RL Zoo (DLR-RM/rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1, tuned), verbatim except n_timesteps,
 # which the budget replaces:  policy MlpPolicy, learning_rate 2.3e-3, batch_size 64, buffer_size 100000,
@@ -74,78 +56,6 @@ SB3_MINATAR_DQN: dict[str, Any] = dict(
 )
 SB3_MINATAR_TIMESTEPS = 5_000_000
 SB3_ZOO_TD3_TIMESTEPS = 20_000
-
-
-# ------------------------------------------------------------------------------------------ shared pieces
-class _Clock:
-    """Wall clock of one run minus the time spent in the benchmark's own evaluations (in-loop peers)."""
-
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-        self.excluded = 0.0
-
-    def now(self) -> float:
-        return time.perf_counter() - self.t0 - self.excluded
-
-
-class _GreedyPolicy:
-    """Adapts a peer's ``act(obs_batch) -> actions`` (greedy: argmax Q, or a deterministic policy without
-    noise) to the policy ``evaluate`` plays with, as apexrl's evaluation policy with ``evaluation.epsilon`` 0."""
-
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
-        self.fn = fn
-
-    def act(self, obs: Any, keys: Any = None) -> Any:
-        return self.fn(obs)
-
-
-def argmax_q(q_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """Greedy actions of a ``q_fn(obs_tensor) -> Q-values``."""
-    def act(obs: Any) -> Any:
-        import torch
-
-        with torch.no_grad():
-            return q_fn(torch.as_tensor(obs)).argmax(dim=1).numpy()
-    return act
-
-
-def _greedy_eval(act_fn: Callable[[Any], Any], env_id: str, seed: int, round_: int) -> float:
-    import numpy as np
-
-    from apexrl.config import EnvConfig
-    from apexrl.evaluation import evaluate
-
-    returns = evaluate(_GreedyPolicy(act_fn),  # type: ignore[arg-type]
-                        EnvConfig(id=env_id), EVAL_EPISODES, seed=seed * 7 + 1_000_000 + round_)
-    return float(np.mean(returns))
-
-
-class _Tracker:
-    """Evaluates every ``interval`` seconds of (benchmark-excluded) wall time; records first success."""
-
-    def __init__(self, env_id: str, target: float, seed: int, interval: float, budget: float, clock: _Clock) -> None:
-        self.env_id, self.target, self.seed, self.interval, self.budget = env_id, target, seed, interval, budget
-        self.clock = clock
-        self.next_eval = interval
-        self.rounds = 0
-        self.evals: list[tuple[float, int, float]] = []
-        self.time_to_target: float | None = None
-        self.steps_to_target: int | None = None
-
-    def maybe_eval(self, env_steps: int, act_fn: Callable[[Any], Any]) -> bool:
-        """Return True when training should stop (target reached or budget spent)."""
-        t = self.clock.now()
-        if t >= self.next_eval:
-            t_eval = time.perf_counter()
-            self.rounds += 1
-            mean = _greedy_eval(act_fn, self.env_id, self.seed, self.rounds)
-            self.clock.excluded += time.perf_counter() - t_eval
-            self.evals.append((round(t, 2), env_steps, mean))
-            self.next_eval = t + self.interval
-            if mean >= self.target and self.time_to_target is None:
-                self.time_to_target, self.steps_to_target = t, env_steps
-                return True
-        return t >= self.budget
 
 
 # ------------------------------------------------------------------------------------------ peers (children)
@@ -196,7 +106,10 @@ def run_apexrl(task: Task, seed: int, budget: float, eval_interval: float, overr
 
 
 def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
-    """SB3 DQN (CartPole settings) for ``dqn`` tasks, TD3 (Pendulum settings) for ``dpg`` tasks."""
+    """SB3 DQN (CartPole settings) for ``dqn`` tasks, TD3 (Pendulum settings) for ``dpg`` tasks,
+    sb3-contrib's RecurrentPPO (RL Zoo's CartPoleNoVel-v1 settings) for ``r2d2`` tasks."""
+    if task.agent == "r2d2":
+        return run_recurrent_ppo(task, seed, budget, eval_interval)
     import numpy as np
     import torch
     from stable_baselines3 import DQN, TD3
@@ -208,8 +121,8 @@ def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, override
         torch.set_num_threads(1)
     # TD3 keeps torch's default threads (every core of this host for its one process): its 400x300
     # networks gain from them, and SB3 should not be handicapped against apexrl's two processes.
-    clock = _Clock()
-    tracker = _Tracker(env_id, task.target, seed, eval_interval, budget, clock)
+    clock = Clock()
+    tracker = Tracker(env_id, task.target, seed, eval_interval, budget, clock)
 
     unpacked: Callable[[Any], Any] = lambda q: q
 
@@ -306,7 +219,7 @@ def run_rllib(task: Task, seed: int, budget: float, eval_interval: float, overri
     from apexrl.config import load
     from apexrl.runtime.assembly import auto_num_actors
 
-    clock = _Clock()  # started before Ray and the algorithm are built: time includes start-up, as for apexrl
+    clock = Clock()  # started before Ray and the algorithm are built: time includes start-up, as for apexrl
     torch.set_num_threads(1)  # the local learner runs in this process; as for SB3
     if task.agent != "dqn":
         raise ValueError("the rllib peer runs DQN only (RLlib removed its Ape-X DDPG)")
@@ -334,7 +247,7 @@ def run_rllib(task: Task, seed: int, budget: float, eval_interval: float, overri
         algo = config.build_algo()
         startup = clock.now()
         # As for apexrl: time to target includes start-up, the budget and the rates count training time only.
-        tracker = _Tracker(env_id, task.target, seed, eval_interval, budget + startup, clock)
+        tracker = Tracker(env_id, task.target, seed, eval_interval, budget + startup, clock)
         batch = int(config.train_batch_size_per_learner)
         env_steps = updates = 0
         while True:
@@ -386,6 +299,6 @@ def _dig(d: dict[str, Any], *paths: tuple[str, ...]) -> Any:
 
 PEERS: dict[str, tuple[str, Callable[..., dict[str, Any]]]] = {
     "apexrl": ("apexrl", run_apexrl),
-    "sb3": ("stable_baselines3", run_sb3),
+    "sb3": ("stable_baselines3", run_sb3),  # r2d2 tasks also need sb3_contrib (the bench extra has both)
     "rllib": ("ray.rllib.algorithms.dqn", run_rllib),
 }

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-from apexrl.config.schema import ConfigError
+from apexrl.config.rllib_base import ITERATION_S, Ctx, Key, inert, refuse, same
+from apexrl.config.rllib_r2d2 import R2D2_KEYS, replay_sequence_length, train_batch_size
 
-ITERATION_S = 5.0  # an iteration's seconds when min_time_s_per_iteration is not given (ApexTrainer's default)
+__all__ = ["BY_NAME", "ITERATION_S", "KEYS", "OU_TYPES", "SECTIONS", "Ctx", "dpg_noise", "dqn_exploration", "refuse"]
+
 PRIORITIZED = {"MultiAgentPrioritizedReplayBuffer", "PrioritizedReplayBuffer", "PrioritizedEpisodeReplayBuffer",
                "MultiAgentPrioritizedEpisodeReplayBuffer"}
 UNIFORM = {"MultiAgentReplayBuffer", "ReplayBuffer", "EpisodeReplayBuffer", "MultiAgentEpisodeReplayBuffer"}
@@ -26,58 +27,6 @@ GAUSSIAN_TYPES = {"PerWorkerGaussianNoise", "GaussianNoise"}
 # RLlib's defaults for its exploration sections, used when a file names the section but not every key.
 OU_DEFAULTS = {"ou_base_scale": 0.1, "ou_theta": 0.15, "ou_sigma": 0.2}
 DDPG_HIDDENS = [400, 300]
-
-
-class Ctx:
-    """The RLlib config being translated (dotted keys), its ``run`` and the host's CPUs."""
-
-    def __init__(self, flat: Mapping[str, Any], run: str, host_cpus: int, base: Mapping[str, Any]) -> None:
-        self.flat, self.run, self.host_cpus, self.base = flat, run, host_cpus, base
-        self.notes: list[str] = []
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.flat.get(key, default)
-
-    @property
-    def dpg(self) -> bool:
-        return self.run in ("APEX_DDPG", "DDPG", "TD3")
-
-    def batch_size(self) -> int:
-        b = self.get("train_batch_size", self.base.get("learner", {}).get("batch_size", 64))
-        return max(1, int(b))
-
-    def iteration_s(self) -> float:
-        return float(self.get("min_time_s_per_iteration") or ITERATION_S)
-
-
-Apply = Callable[[Any, Ctx], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Key:
-    rllib: str
-    sets: str  # apexrl keys it sets ("" = none), for the docs
-    how: str  # the meaning, for the docs
-    apply: Apply
-    rename: bool = False  # the value is used as it is (``--set lr=...`` may set it directly)
-
-
-def refuse(key: str, value: Any, why: str) -> ConfigError:
-    return ConfigError(f"RLlib key '{key}' = {value!r} is not supported: {why}")
-
-
-def same(rllib: str, ours: str, how: str = "same meaning", convert: Callable[[Any], Any] | None = None) -> Key:
-    return Key(rllib, ours, how, lambda v, c: {ours: v if convert is None else convert(v)}, rename=convert is None)
-
-
-def inert(rllib: str, why: str, ok: Callable[[Any], bool] = lambda v: True, refusal: str = "") -> Key:
-    """Accepted and listed once (changes nothing here); refused where ``ok(value)`` is false."""
-    def apply(v: Any, c: Ctx) -> dict[str, Any]:
-        if not ok(v):
-            raise refuse(rllib, v, refusal or why)
-        c.notes.append(f"{rllib} ({why})")
-        return {}
-    return Key(rllib, "", f"no effect: {why}" + (f"; other values refused: {refusal}" if refusal else ""), apply)
 
 
 def _workers(v: Any, c: Ctx) -> dict[str, Any]:
@@ -263,34 +212,6 @@ def _gpus(key: str, section: str) -> Key:
     return Key(key, f"{section}.num_gpus, {section}.device", "GPUs; > 0 also runs it on the GPU (device auto)", apply)
 
 
-def _use_lstm(v: Any, c: Ctx) -> dict[str, Any]:
-    if not v and c.run == "R2D2":
-        raise refuse("model.use_lstm", v, "R2D2 is recurrent: set it to true")
-    return {"agent": "r2d2", "r2d2.cell": "lstm"} if v else {}
-
-
-def _r2d2_batch(v: Any, c: Ctx) -> dict[str, Any]:
-    """R2D2 counts timesteps per update; apexrl's r2d2 batches whole sequences of burn-in + max_seq_len."""
-    steps = int(c.get("model.max_seq_len", 20)) + int(c.get("replay_buffer_config.replay_burn_in",
-                                                           c.get("replay_burn_in", 0)))
-    return {"learner.batch_size": max(1, int(v) // max(1, steps))}
-
-
-def _batch(v: Any, c: Ctx) -> dict[str, Any]:
-    return _r2d2_batch(v, c) if c.run == "R2D2" else {"learner.batch_size": v}
-
-
-def _sequence_length(v: Any, c: Ctx) -> dict[str, Any]:
-    if c.run == "R2D2":
-        c.notes.append("replay_buffer_config.replay_sequence_length (R2D2's sequences are replay_burn_in + max_seq_len)")
-        return {}
-    if int(v) != 1:
-        raise refuse("replay_buffer_config.replay_sequence_length", v, "apexrl replays single n-step transitions "
-                     "(sequences with run: R2D2)")
-    c.notes.append("replay_buffer_config.replay_sequence_length (one transition per item)")
-    return {}
-
-
 def _placement(v: Any, c: Ctx) -> dict[str, Any]:
     p = str(v).upper()
     if p not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
@@ -337,7 +258,7 @@ KEYS: list[Key] = [
                                                                                             1)))}),
     same("lr", "learner.lr", "learning rate (DQN; DDPG's critic uses critic_lr)"),
     Key("train_batch_size", "learner.batch_size", "transitions per update; R2D2: timesteps per update, / (replay_burn_in "
-        "+ max_seq_len) sequences", _batch),
+        "+ max_seq_len) sequences", train_batch_size),
     same("gamma", "learner.gamma"),
     same("n_step", "learner.n_step"),
     Key("target_network_update_freq", "learner.target_update_period (dpg.tau)", _target_freq.__doc__ or "",
@@ -391,23 +312,8 @@ KEYS: list[Key] = [
     inert("replay_buffer_config.replay_buffer_shards_colocated_with_driver", "shards are placed by Ray"),
     inert("replay_buffer_config.no_local_replay_buffer", "replay is always sharded Ray actors"),
     Key("replay_buffer_config.replay_sequence_length", "", "1 (one transition per item); R2D2: no effect, its "
-        "sequences are replay_burn_in + max_seq_len", _sequence_length),
-    Key("model.use_lstm", "agent, r2d2.cell", "true: the recurrent agent r2d2 with an LSTM core", _use_lstm),
-    same("model.lstm_cell_size", "r2d2.cell_size", "units of the LSTM"),
-    same("model.max_seq_len", "r2d2.seq_len", "trained steps per replayed sequence"),
-    same("replay_buffer_config.replay_burn_in", "r2d2.burn_in", "steps before them that rebuild the state "
-         "without gradients"),
-    same("replay_burn_in", "r2d2.burn_in", "RLlib's old top-level name"),
-    same("replay_buffer_config.zero_init_states", "r2d2.zero_init_states", "replayed sequences start from zeros, "
-         "not the stored state", bool),
-    same("zero_init_states", "r2d2.zero_init_states", "RLlib's old top-level name", bool),
-    same("use_h_function", "r2d2.use_h_function", "value rescaling of the targets", bool),
-    same("h_function_epsilon", "r2d2.h_epsilon"),
-    inert("replay_buffer_config.storage_unit", "apexrl stores transitions (sequences for R2D2) whatever this says"),
-    inert("model.lstm_use_prev_action", "false: the LSTM sees observations", ok=lambda v: not v,
-          refusal="the previous action as LSTM input is not implemented"),
-    inert("model.lstm_use_prev_reward", "false: the LSTM sees observations", ok=lambda v: not v,
-          refusal="the previous reward as LSTM input is not implemented"),
+        "sequences are replay_burn_in + max_seq_len", replay_sequence_length),
+    *R2D2_KEYS,
     Key("replay_buffer_config.prioritized_replay", "replay.alpha", "RLlib's deprecated switch: off = alpha 0",
         lambda v, c: {} if v in (True, None, -1) else {"replay.alpha": 0.0}),
     same("optimizer.num_replay_buffer_shards", "replay.num_shards"),

@@ -44,6 +44,10 @@ class RecurrentQNetwork(nn.Module):
     def initial_state(self, batch: int, device: torch.device | str = "cpu") -> torch.Tensor:
         return torch.zeros(batch, self.state_size, device=device, dtype=next(self.core.parameters()).dtype)
 
+    def get_initial_state(self) -> list[np.ndarray]:
+        """RLlib's spelling, for ``ApexTrainer.compute_single_action(obs, state)``: one flat state."""
+        return [np.zeros(self.state_size, np.float32)]
+
     def _split(self, state: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         if self.cell == "lstm":
             h, c = state[:, : self.size], state[:, self.size:]
