@@ -103,3 +103,25 @@ class Tracker:
                 self.time_to_target, self.steps_to_target = t, env_steps
                 return True
         return t >= self.budget
+
+
+def learn_sb3(model: Any, first: int, tracker: Tracker, clock: Clock, budget: float, callback: Any,
+              config: dict[str, Any]) -> dict[str, Any]:
+    """An SB3 model's ``learn()`` in slices (the Zoo's ``first`` timesteps with its schedules, then 10k more at
+    a time) until the target or the budget; the peer's result."""
+    steps = 0
+    while tracker.time_to_target is None and clock.now() < budget:
+        model.learn(total_timesteps=first if steps == 0 else 10_000, callback=callback,
+                    reset_num_timesteps=steps == 0)
+        if model.num_timesteps == steps:
+            break
+        steps = model.num_timesteps
+    t = clock.now()
+    updates = int(model._n_updates)
+    return {
+        "reached": tracker.time_to_target is not None,
+        "time_to_target_s": tracker.time_to_target, "env_steps_to_target": tracker.steps_to_target,
+        "env_steps": int(model.num_timesteps), "updates": updates, "train_time_s": t,
+        "env_steps_per_s": model.num_timesteps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
+        "evals": tracker.evals, "config": config,
+    }

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from apexrl.bench.e2e_common import EVAL_EPISODES, TASKS, Clock, Task, Tracker, argmax_q
+from apexrl.bench.e2e_common import EVAL_EPISODES, TASKS, Clock, Task, Tracker, argmax_q, learn_sb3
 from apexrl.bench.e2e_recurrent import run_recurrent_ppo
 
 __all__ = ["EVAL_EPISODES", "PEERS", "TASKS", "Task"]
@@ -160,24 +160,7 @@ def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, override
         settings = {**zoo, "noise_std": SB3_ZOO_TD3_NOISE_STD, "torch_threads": torch.get_num_threads()}
         model = TD3("MlpPolicy", env, seed=seed, verbose=0, device="cpu", action_noise=noise, **zoo)
         first = SB3_ZOO_TD3_TIMESTEPS
-    cb = _Cb()
-    steps = 0
-    while tracker.time_to_target is None and clock.now() < budget:
-        # learn() in slices so the run can go past the Zoo's n_timesteps within the budget (schedule kept).
-        model.learn(total_timesteps=first if steps == 0 else 10_000, callback=cb,
-                    reset_num_timesteps=steps == 0)
-        if model.num_timesteps == steps:
-            break
-        steps = model.num_timesteps
-    t = clock.now()
-    updates = int(model._n_updates)
-    return {
-        "reached": tracker.time_to_target is not None,
-        "time_to_target_s": tracker.time_to_target, "env_steps_to_target": tracker.steps_to_target,
-        "env_steps": int(model.num_timesteps), "updates": updates, "train_time_s": t,
-        "env_steps_per_s": model.num_timesteps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
-        "evals": tracker.evals, "config": {k: str(v) for k, v in settings.items()},
-    }
+    return learn_sb3(model, first, tracker, clock, budget, _Cb(), {k: str(v) for k, v in settings.items()})
 
 
 def _unpacked(codec: Any) -> Callable[[Any], Callable[[Any], Any]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apexrl.bench.e2e_common import Clock, Task, Tracker
+from apexrl.bench.e2e_common import Clock, Task, Tracker, learn_sb3
 
 # RL Zoo (hyperparams/ppo_lstm.yml, CartPoleNoVel-v1), verbatim: n_envs 8, n_timesteps 1e5, policy
 # MlpLstmPolicy, n_steps 32, batch_size 256, gae_lambda 0.8, gamma 0.98, n_epochs 20, ent_coef 0.0,
@@ -54,22 +54,7 @@ def run_recurrent_ppo(task: Task, seed: int, budget: float, eval_interval: float
     settings = dict(SB3_ZOO_CARTPOLE_NOVEL_PPO)
     model = RecurrentPPO("MlpLstmPolicy", env, seed=seed, verbose=0, device="cpu", **settings,
                          learning_rate=linear(SB3_ZOO_PPO_LSTM_LR), clip_range=linear(SB3_ZOO_PPO_LSTM_CLIP))
-    cb, steps = _Cb(), 0
-    while tracker.time_to_target is None and clock.now() < budget:
-        model.learn(total_timesteps=SB3_ZOO_PPO_LSTM_TIMESTEPS if steps == 0 else 10_000, callback=cb,
-                    reset_num_timesteps=steps == 0)
-        if model.num_timesteps == steps:
-            break
-        steps = model.num_timesteps
-    t = clock.now()
-    updates = int(model._n_updates)
-    return {
-        "reached": tracker.time_to_target is not None,
-        "time_to_target_s": tracker.time_to_target, "env_steps_to_target": tracker.steps_to_target,
-        "env_steps": int(model.num_timesteps), "updates": updates, "train_time_s": t,
-        "env_steps_per_s": model.num_timesteps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
-        "evals": tracker.evals,
-        "config": {**{k: str(v) for k, v in settings.items()}, "n_envs": SB3_ZOO_PPO_LSTM_ENVS,
-                   "learning_rate": f"lin_{SB3_ZOO_PPO_LSTM_LR}", "clip_range": f"lin_{SB3_ZOO_PPO_LSTM_CLIP}",
-                   "n_timesteps": SB3_ZOO_PPO_LSTM_TIMESTEPS, "policy": "MlpLstmPolicy"},
-    }
+    return learn_sb3(model, SB3_ZOO_PPO_LSTM_TIMESTEPS, tracker, clock, budget, _Cb(), {
+        **{k: str(v) for k, v in settings.items()}, "n_envs": SB3_ZOO_PPO_LSTM_ENVS,
+        "learning_rate": f"lin_{SB3_ZOO_PPO_LSTM_LR}", "clip_range": f"lin_{SB3_ZOO_PPO_LSTM_CLIP}",
+        "n_timesteps": SB3_ZOO_PPO_LSTM_TIMESTEPS, "policy": "MlpLstmPolicy"})

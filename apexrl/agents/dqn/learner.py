@@ -69,19 +69,9 @@ class DQNLearner(UpdateCounters):
         else:
             elementwise = 0.5 * td.pow(2)
         loss = (w * elementwise).mean()
-        if not torch.isfinite(loss):
-            return self._skip("loss")
-        self._zero_grad()
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, lc.grad_clip)
-        if not torch.isfinite(grad_norm):
-            self._zero_grad()
-            return self._skip("gradient")
-        self.optimizer.step()
-        self.updates += 1
-        self.consecutive_skips = 0
-        if self.updates % lc.target_update_period == 0:
-            self.target.load_state_dict(self.net.state_dict())
+        grad_norm, bad = self._optimize(loss)
+        if grad_norm is None:
+            return self._skip(bad)
         td_abs = td.detach().abs()
         prios = (td_abs + self.cfg.replay.priority_eps).double().cpu().numpy()
         metrics = {
@@ -92,6 +82,25 @@ class DQNLearner(UpdateCounters):
             "is_weight_mean": float(w.mean()),
         }
         return prios, metrics
+
+    def _optimize(self, loss: torch.Tensor) -> tuple[torch.Tensor | None, str]:
+        """Backward, clip, step, count, copy the target on schedule: (the gradient norm, ""), or (None, what was
+        not finite) with nothing changed."""
+        lc = self.cfg.learner
+        if not torch.isfinite(loss):
+            return None, "loss"
+        self._zero_grad()
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, lc.grad_clip)
+        if not torch.isfinite(grad_norm):
+            self._zero_grad()
+            return None, "gradient"
+        self.optimizer.step()
+        self.updates += 1
+        self.consecutive_skips = 0
+        if self.updates % lc.target_update_period == 0:
+            self.target.load_state_dict(self.net.state_dict())
+        return grad_norm, ""
 
     def _zero_grad(self) -> None:
         zero_grad(self._params)

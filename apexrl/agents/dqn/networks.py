@@ -111,14 +111,12 @@ class StructuredTorso(nn.Module):
         return self.mlp(self.encoder(rows))
 
 
-def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: NetworkConfig) -> nn.Module:
-    if not isinstance(action_space, gym.spaces.Discrete):
-        raise ValueError(f"DQN needs a discrete action space, got {action_space}")
-    n = int(action_space.n)
+def build_torso(observation_space: gym.Space, cfg: NetworkConfig) -> nn.Module:
+    """The torso ``network.kind`` asks for (auto: Nature CNN or MinAtar's conv for uint8 images, an MLP
+    otherwise; structured observations: per-leaf encoders, then the MLP); it has ``out_features``."""
     codec = codec_of(observation_space)
     if codec is not None:
-        torso = StructuredTorso(codec, cfg.torso, cfg.activation)
-        return MaskedQ(codec, QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling), structured_input=False)
+        return StructuredTorso(codec, cfg.torso, cfg.activation)
     shape = observation_space.shape
     if shape is None:
         raise ValueError(f"observation space {observation_space} has no shape; DQN needs array observations")
@@ -130,7 +128,15 @@ def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: Ne
     if kind in ("nature_cnn", "minatar"):
         if len(shape) != 3:
             raise ValueError(f"network.kind={kind} needs [C, H, W] observations, got shape {shape}")
-        torso: nn.Module = (NatureCNNTorso if kind == "nature_cnn" else MinAtarTorso)(shape[0], shape[1], shape[2])
-    else:
-        torso = MLPTorso(int(np.prod(shape)), cfg.torso, cfg.activation)
-    return QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling)  # type: ignore[arg-type]
+        return (NatureCNNTorso if kind == "nature_cnn" else MinAtarTorso)(shape[0], shape[1], shape[2])
+    return MLPTorso(int(np.prod(shape)), cfg.torso, cfg.activation)
+
+
+def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: NetworkConfig) -> nn.Module:
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ValueError(f"DQN needs a discrete action space, got {action_space}")
+    n = int(action_space.n)
+    torso = build_torso(observation_space, cfg)
+    q = QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling)  # type: ignore[arg-type]
+    codec = codec_of(observation_space)
+    return MaskedQ(codec, q, structured_input=False) if codec is not None else q

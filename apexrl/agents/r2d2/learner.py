@@ -40,19 +40,9 @@ class R2D2Learner(DQNLearner):
         elementwise = torch.where(mask, elementwise, torch.zeros_like(elementwise))
         per_sequence = elementwise.sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
         loss = (w * per_sequence).mean()
-        if not torch.isfinite(loss):
-            return self._skip("loss")
-        self._zero_grad()
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, lc.grad_clip)
-        if not torch.isfinite(grad_norm):
-            self._zero_grad()
-            return self._skip("gradient")
-        self.optimizer.step()
-        self.updates += 1
-        self.consecutive_skips = 0
-        if self.updates % lc.target_update_period == 0:
-            self.target.load_state_dict(self.net.state_dict())
+        grad_norm, bad = self._optimize(loss)
+        if grad_norm is None:
+            return self._skip(bad)
         td_abs = torch.where(mask, td.detach().abs(), torch.zeros_like(td))
         prios = priority_mix(td_abs.double(), mask, self.cfg.r2d2.priority_eta) + self.cfg.replay.priority_eps
         steps = m.sum().clamp(min=1.0)

@@ -13,14 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from apexrl.agents.dqn.networks import (
-    DuelingHead,
-    MinAtarTorso,
-    MLPTorso,
-    NatureCNNTorso,
-    StructuredTorso,
-    is_image_space,
-)
+from apexrl.agents.dqn.networks import DuelingHead, build_torso
 from apexrl.agents.encoders import MASKED_Q, legal_tensor
 from apexrl.config import Config
 from apexrl.envs.spaces import codec_of
@@ -85,23 +78,7 @@ class RecurrentQNetwork(nn.Module):
 
 
 def build_recurrent_network(observation_space: gym.Space, action_space: gym.Space, cfg: Config) -> RecurrentQNetwork:
-    n, net, q = int(action_space.n), cfg.network, cfg.r2d2  # type: ignore[attr-defined]
-    codec = codec_of(observation_space)
-    torso: nn.Module
-    if codec is not None:
-        torso = StructuredTorso(codec, net.torso, net.activation)
-    else:
-        shape = observation_space.shape
-        assert shape is not None
-        kind = net.kind
-        if kind == "auto":
-            kind = ("mlp" if not is_image_space(observation_space)
-                    else "nature_cnn" if min(shape[1:]) >= 36 else "minatar")
-        if kind in ("nature_cnn", "minatar"):
-            if len(shape) != 3:
-                raise ValueError(f"network.kind={kind} needs [C, H, W] observations, got shape {shape}")
-            torso = (NatureCNNTorso if kind == "nature_cnn" else MinAtarTorso)(shape[0], shape[1], shape[2])
-        else:
-            torso = MLPTorso(int(np.prod(shape)), net.torso, net.activation)
-    return RecurrentQNetwork(torso, int(torso.out_features), n, q.cell, q.cell_size,  # type: ignore[arg-type]
-                             net.head, net.dueling, codec)
+    torso = build_torso(observation_space, cfg.network)
+    q = cfg.r2d2
+    return RecurrentQNetwork(torso, int(torso.out_features), int(action_space.n), q.cell,  # type: ignore[attr-defined]
+                             q.cell_size, cfg.network.head, cfg.network.dueling, codec_of(observation_space))
