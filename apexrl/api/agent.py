@@ -31,9 +31,8 @@ import torch
 from apexrl.agents.dqn.learner import DQNLearner
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
 from apexrl.agents.encoders import MaskedQ
-from apexrl.agents.r2d2 import overlap_of
-from apexrl.agents.r2d2.learner import R2D2Learner, settings_of
-from apexrl.agents.r2d2.policy import RecurrentEpsilonGreedyPolicy
+from apexrl.agents.r2d2 import R2D2Builder
+from apexrl.agents.r2d2.learner import R2D2Learner
 from apexrl.config import ALIASES, Config, ConfigError, from_dict, to_dict
 from apexrl.envs.spaces import ObservationCodec, codec_of, needs_codec
 from apexrl.replay.client import beta_at
@@ -101,16 +100,13 @@ class ApeX:
             if self.codec is not None:
                 raise ConfigError("ApeX: a recurrent model takes array observations; wrap a Dict/Discrete env with "
                                   "apexrl.create_env and use apexrl.train(agent='r2d2') for structured ones")
+            builder = R2D2Builder()  # the distributed run's policy and sequence writer, for one env slot
             self.net = model
             self.learner: DQNLearner = R2D2Learner(self.cfg, model, optimizer=optimizer)
-            q = self.cfg.r2d2
-            self.policy: EpsilonGreedyPolicy = RecurrentEpsilonGreedyPolicy(
-                model, n, eps0, self.cfg.seed, r.priority_eps, settings_of(self.cfg), q.priority_eta)
-            policy = self.policy
-            self.writer: NStepBuilder | SequenceWriter = SequenceWriter(
-                1, q.burn_in, q.seq_len, overlap_of(self.cfg), policy.state.shape[1],  # type: ignore[attr-defined]
-                lambda: policy.state_before)  # type: ignore[attr-defined]
-            self.period = self.writer.steps_per_item
+            self.policy: EpsilonGreedyPolicy = builder.make_eval_policy(self.cfg, model, env.action_space, 1,
+                                                                        self.cfg.seed, self.loop.epsilon_start)
+            self.writer: NStepBuilder | SequenceWriter = builder.make_writer(self.cfg, self.policy, 1)  # type: ignore[arg-type]
+            self.period = builder.replay_units(self.cfg)[0]
         else:
             self.net = MaskedQ(self.codec, model, structured_input=True) if self.codec is not None else model
             self.learner = DQNLearner(self.cfg, self.net, optimizer=optimizer)

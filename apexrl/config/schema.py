@@ -166,6 +166,16 @@ class R2D2Config:
     h_epsilon: float = 1e-3  # the eps of h (paper: 1e-3)
     priority_eta: float = 0.9  # a sequence's priority: eta * max|TD| + (1 - eta) * mean|TD| (paper: 0.9)
 
+    @property
+    def shared_steps(self) -> int:
+        """``overlap`` with its default resolved."""
+        return self.burn_in if self.overlap is None else self.overlap
+
+    @property
+    def period(self) -> int:
+        """Steps between the starts of a slot's consecutive sequences: the new steps each one brings."""
+        return self.burn_in + self.seq_len - self.shared_steps
+
 
 @dataclass(frozen=True)
 class EvaluationConfig:

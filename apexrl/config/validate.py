@@ -163,9 +163,7 @@ def _check_r2d2(cfg: Config) -> None:
            f"an integer in [0, burn_in + seq_len - 1 = {total - 1}] or null (= burn_in)")
     _check(q.h_epsilon > 0, "r2d2.h_epsilon", q.h_epsilon, "a number > 0, e.g. 1e-3")
     _check(0.0 <= q.priority_eta <= 1.0, "r2d2.priority_eta", q.priority_eta, "a number in [0, 1]")
-    _check(cfg.network.kind in ("auto", "mlp", "nature_cnn", "minatar"), "network.kind", cfg.network.kind,
-           "auto, mlp, nature_cnn or minatar")
-    period = total - (q.burn_in if q.overlap is None else q.overlap)
+    period = q.period
     _check(cfg.replay.capacity // period >= cfg.learner.batch_size * cfg.replay.num_shards, "replay.capacity",
            cfg.replay.capacity, f"at least learner.batch_size x num_shards sequences of {period} new steps each "
            f"(>= {cfg.learner.batch_size * cfg.replay.num_shards * period} transitions)")

@@ -36,9 +36,8 @@ class SequenceWriter:
     sequences that became complete. ``state_source()`` gives the recurrent state [E, S] each slot's policy
     had before acting on ``obs`` of the step being written (None: no state is stored)."""
 
-    def __init__(self, num_envs: int, burn_in: int, seq_len: int, overlap: int | None = None,
+    def __init__(self, num_envs: int, burn_in: int, seq_len: int, overlap: int,
                  state_size: int = 0, state_source: Callable[[], np.ndarray] | None = None) -> None:
-        overlap = burn_in if overlap is None else overlap
         L = burn_in + seq_len
         if seq_len < 1 or burn_in < 0 or not 0 <= overlap < L:
             raise ValueError(f"need seq_len >= 1, burn_in >= 0, 0 <= overlap < burn_in + seq_len; got "
@@ -51,11 +50,6 @@ class SequenceWriter:
         self._state = np.zeros((num_envs, L, state_size), np.float32)  # the source's dtype from its first state
         self._pos = np.full(num_envs, burn_in, np.int64)  # where each slot's next step goes
         self._starting = np.ones(num_envs, bool)  # the next step is an episode's first
-
-    @property
-    def steps_per_item(self) -> int:
-        """New steps each sequence brings (its period): what an inserted sequence counts for in transitions."""
-        return self.length - self.overlap
 
     def reset(self) -> None:
         self._clear(np.arange(self.num_envs), 0)

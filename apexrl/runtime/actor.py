@@ -40,6 +40,12 @@ log = logging.getLogger(__name__)
 EnvFactory = Callable[[int], gym.Env]
 
 
+def sends_frames(cfg: Config, builder: AgentBuilder) -> bool:
+    """Whether actors send frame stacks as de-duplicated frames (and shards store them so): Atari stacks, for
+    an agent whose replay items are single transitions."""
+    return frame_stacked(cfg.env) and builder.frame_replay
+
+
 def actor_seed(seed: int, actor_index: int) -> int:
     """Each actor (and each of its envs, +i) gets its own stream, stable across restarts."""
     return (seed * 1_000_003 + 7919 * (actor_index + 1)) % (2**31 - 1)
@@ -71,7 +77,7 @@ class Actor:
         self.codec = codec_of(obs_space)  # structured observations: their float leaves are checked for NaN
         torch.manual_seed(self.seed)  # same seed, same initial network: runs are reproducible
         net = builder.make_network(cfg, obs_space, act_space, model_factory)
-        self.frames = frame_stacked(cfg.env) and builder.frame_replay
+        self.frames = sends_frames(cfg, builder)
         key_capacity = self._init_frames(E) if self.frames else 0
         self.policy = builder.make_actor_policy(cfg, net, act_space, actor_index, num_actors, E, self.seed,
                                                 key_capacity)

@@ -22,11 +22,10 @@ from apexrl.agents import get_builder
 from apexrl.agents.base import AgentBuilder, Learner, ModelFactory, Policy
 from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
-from apexrl.envs import frame_stacked
 from apexrl.envs.factory import check_and_resolve
 from apexrl.replay.client import ReplayClient, ShardTransport, batches_per_request
 from apexrl.replay.rate_limiter import default_error_buffer, default_max_lead
-from apexrl.runtime.actor import Actor, EnvFactory
+from apexrl.runtime.actor import Actor, EnvFactory, sends_frames
 from apexrl.runtime.learning import LearnerLoop, Publish
 
 
@@ -85,7 +84,7 @@ class System:
 
     @property
     def frames(self) -> bool:
-        return frame_stacked(self.cfg.env) and self.builder.frame_replay
+        return sends_frames(self.cfg, self.builder)
 
     @property
     def batches_per_request(self) -> int:

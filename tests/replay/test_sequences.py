@@ -3,6 +3,7 @@ the stored state, and a writer restored mid-stream going on exactly."""
 
 import numpy as np
 
+from apexrl.config.schema import R2D2Config
 from apexrl.replay.sequences import SequenceWriter
 
 
@@ -38,7 +39,7 @@ def test_a_seven_step_episode_with_length_4_and_overlap_2_trains_every_step_once
     assert [s["state"][0] for s in seqs] == [0, 10, 30, 50]  # zero before the episode; else before step 0
     trained = [s["obs"][2:4, 0][s["valid"][2:] == 1].tolist() for s in seqs]
     assert sum(trained, []) == [1, 2, 3, 4, 5, 6, 7]
-    assert w.steps_per_item == 2
+    assert R2D2Config(burn_in=2, seq_len=2, overlap=2).period == 2  # new steps per sequence, as cut here
 
 
 def test_a_truncated_episode_keeps_its_final_observation_without_terminal_and_the_next_starts_padded():

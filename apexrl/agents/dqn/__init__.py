@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from apexrl.agents.base import ModelFactory, Policy
-from apexrl.agents.dqn.exploration import actor_epsilons
+from apexrl.agents.dqn.exploration import actor_exploration
 from apexrl.agents.dqn.learner import DQNLearner
 from apexrl.agents.dqn.networks import build_network
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
@@ -43,8 +43,7 @@ class DQNBuilder:
                           actor_index: int, num_actors: int, num_envs: int, seed: int,
                           key_capacity: int = 0) -> EpsilonGreedyPolicy:
         a = cfg.actors
-        eps = actor_epsilons(actor_index, num_actors, num_envs, a.eps_base, a.eps_alpha, a.epsilon_per)
-        anneal = (a.eps_start, a.eps_anneal_steps, num_actors) if a.eps_anneal_steps > 0 else None
+        eps, anneal = actor_exploration(a, actor_index, num_actors, num_envs)
         return EpsilonGreedyPolicy(network, int(action_space.n), eps, seed,  # type: ignore[attr-defined]
                                    cfg.replay.priority_eps, key_capacity, a.precision,
                                    resolve_device(a.device, "actors"), anneal)

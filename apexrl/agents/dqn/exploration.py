@@ -7,6 +7,8 @@ small run (2 actors) the paper's spread of exploration instead of just two rates
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -17,6 +19,14 @@ def epsilon_schedule(num: int, eps_base: float = 0.4, alpha: float = 7.0) -> np.
         return np.array([eps_base], dtype=np.float64)
     i = np.arange(num, dtype=np.float64)
     return eps_base ** (1.0 + alpha * i / (num - 1))
+
+
+def actor_exploration(a: Any, actor_index: int, num_actors: int,
+                      num_envs: int) -> tuple[np.ndarray, tuple[float, int, int] | None]:
+    """An actor's epsilons per env slot and, with ``eps_anneal_steps`` > 0, the anneal its policy follows:
+    (start epsilon, env steps over all actors, number of actors). ``a``: the config's ``actors`` section."""
+    eps = actor_epsilons(actor_index, num_actors, num_envs, a.eps_base, a.eps_alpha, a.epsilon_per)
+    return eps, ((a.eps_start, a.eps_anneal_steps, num_actors) if a.eps_anneal_steps > 0 else None)
 
 
 def actor_epsilons(actor_index: int, num_actors: int, envs_per_actor: int, eps_base: float, alpha: float,

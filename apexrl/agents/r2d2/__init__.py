@@ -10,18 +10,13 @@ import torch
 
 from apexrl.agents.base import ModelFactory
 from apexrl.agents.dqn import DQNBuilder
-from apexrl.agents.dqn.exploration import actor_epsilons
+from apexrl.agents.dqn.exploration import actor_exploration
 from apexrl.agents.r2d2.learner import R2D2Learner, settings_of
 from apexrl.agents.r2d2.networks import build_recurrent_network
 from apexrl.agents.r2d2.policy import RecurrentEpsilonGreedyPolicy
 from apexrl.agents.torch_utils import resolve_device
 from apexrl.config import Config
 from apexrl.replay.sequences import SequenceWriter
-
-
-def overlap_of(cfg: Config) -> int:
-    q = cfg.r2d2
-    return q.burn_in if q.overlap is None else q.overlap
 
 
 class R2D2Builder(DQNBuilder):
@@ -41,12 +36,10 @@ class R2D2Builder(DQNBuilder):
     def make_actor_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space,
                           actor_index: int, num_actors: int, num_envs: int, seed: int,
                           key_capacity: int = 0) -> RecurrentEpsilonGreedyPolicy:
-        a = cfg.actors
-        eps = actor_epsilons(actor_index, num_actors, num_envs, a.eps_base, a.eps_alpha, a.epsilon_per)
-        anneal = (a.eps_start, a.eps_anneal_steps, num_actors) if a.eps_anneal_steps > 0 else None
+        eps, anneal = actor_exploration(cfg.actors, actor_index, num_actors, num_envs)
         return RecurrentEpsilonGreedyPolicy(network, int(action_space.n), eps, seed,  # type: ignore[attr-defined]
                                             cfg.replay.priority_eps, settings_of(cfg), cfg.r2d2.priority_eta,
-                                            resolve_device(a.device, "actors"), anneal)
+                                            resolve_device(cfg.actors.device, "actors"), anneal)
 
     def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
                          seed: int, explore: float | None = None) -> RecurrentEpsilonGreedyPolicy:
@@ -57,13 +50,12 @@ class R2D2Builder(DQNBuilder):
 
     def make_writer(self, cfg: Config, policy: RecurrentEpsilonGreedyPolicy, num_envs: int) -> SequenceWriter:
         q = cfg.r2d2
-        return SequenceWriter(num_envs, q.burn_in, q.seq_len, overlap_of(cfg), policy.state_before.shape[1],
+        return SequenceWriter(num_envs, q.burn_in, q.seq_len, q.shared_steps, policy.state_before.shape[1],
                               lambda: policy.state_before)
 
     def replay_units(self, cfg: Config) -> tuple[int, int]:
         """(transitions an inserted sequence counts for: its new steps; ...a sampled one: its trained steps)."""
-        q = cfg.r2d2
-        return q.burn_in + q.seq_len - overlap_of(cfg), q.seq_len
+        return cfg.r2d2.period, cfg.r2d2.seq_len
 
     def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None, device: str | None = None) -> R2D2Learner:

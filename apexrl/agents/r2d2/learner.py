@@ -30,9 +30,9 @@ class R2D2Learner(DQNLearner):
         lc = self.cfg.learner
         tensors = {k: self._tensor(v) for k, v in batch.items()}
         w = self._tensor(np.asarray(weights), torch.float32)
-        td, q_sa, mask = sequence_td(self.net, self.target, tensors, self.settings)
+        y, q_sa, mask = sequence_td(self.net, self.target, tensors, self.settings)
+        td = y - q_sa
         m = mask.float()
-        y = (td + q_sa).detach()
         if lc.loss == "huber":
             elementwise = F.smooth_l1_loss(q_sa, y, reduction="none")
         else:

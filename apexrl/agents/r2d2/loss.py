@@ -94,9 +94,9 @@ def burn_in_states(net: torch.nn.Module, obs: torch.Tensor, state: torch.Tensor,
 
 def sequence_td(online: torch.nn.Module, target: torch.nn.Module, batch: dict[str, torch.Tensor],
                 s: SequenceSettings) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(td [B, T], q_sa [B, T], mask [B, T]) over the trained positions ``burn_in ..``: TD errors of the
-    online network against double-Q n-step targets (online argmax, target value), in h-space when
-    ``use_h``. ``q_sa`` keeps the online network's graph; targets carry none."""
+    """(y [B, T], q_sa [B, T], mask [B, T]) over the trained positions ``burn_in ..``: double-Q n-step targets
+    (online argmax, target value) and the online network's Q of the actions taken, in h-space when ``use_h``.
+    ``q_sa`` keeps the online network's graph; targets carry none."""
     obs, action = batch["obs"], batch["action"].long()
     state = batch["state"]
     if s.zero_init_states:
@@ -118,4 +118,4 @@ def sequence_td(online: torch.nn.Module, target: torch.nn.Module, batch: dict[st
             y = h(y, s.h_eps)
     q_sa = q_online[:, :-1].gather(2, action[:, B0:].unsqueeze(2)).squeeze(2)
     mask = batch["valid"][:, B0:].bool()
-    return y - q_sa, q_sa, mask
+    return y, q_sa, mask

@@ -47,6 +47,6 @@ class RecurrentEpsilonGreedyPolicy(EpsilonGreedyPolicy):
     @torch.no_grad()
     def priorities(self, batch: Batch) -> np.ndarray:
         tensors = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
-        td, _, mask = sequence_td(self.net, self.net, tensors, self.settings)
-        prio = priority_mix(td.abs().double(), mask, self.eta) + self.priority_eps
+        y, q_sa, mask = sequence_td(self.net, self.net, tensors, self.settings)
+        prio = priority_mix((y - q_sa).abs().double(), mask, self.eta) + self.priority_eps
         return prio.cpu().numpy()
