@@ -9,6 +9,7 @@ amortizes one round trip (~1 ms of Ray overhead on each side) over several learn
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,9 @@ class ReplayShard:
         self.inserted = 0
         self.sampled = 0
         self.priority_updates = 0
+        # Seconds this shard spent drawing/gathering batches and applying priorities: what `bench feed`
+        # subtracts from the shard process's CPU to find Ray's share (serialization, task overhead).
+        self.timing = {"requests": 0, "sample_s": 0.0, "update_s": 0.0}
 
     def add(self, batch: Batch, priorities: np.ndarray) -> bool:
         """Store a batch; return whether the sender may go on inserting (False: wait, see rate_limiter)."""
@@ -64,6 +68,7 @@ class ReplayShard:
             if len(self.buffer) >= self.min_size:
                 self.throttled_samples += 1
             return self.stats()
+        t0 = time.perf_counter()
         if n == 1:
             batch, indices, weights = self.buffer.sample(batch_size, beta)
         else:
@@ -72,10 +77,14 @@ class ReplayShard:
             indices = np.concatenate([p[1] for p in parts])
             weights = np.concatenate([p[2] for p in parts])
         self.sampled += len(indices)
+        self.timing["requests"] += 1
+        self.timing["sample_s"] += time.perf_counter() - t0
         return {"batch": batch, "indices": indices, "weights": weights, "num_batches": n, **self.stats()}
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        t0 = time.perf_counter()
         self.buffer.update_priorities(indices, priorities)
+        self.timing["update_s"] += time.perf_counter() - t0
         self.priority_updates += len(indices)
 
     def update_and_sample(self, indices: np.ndarray | None, priorities: np.ndarray | None, batch_size: int,

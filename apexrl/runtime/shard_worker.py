@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,10 @@ class ReplayShardWorker:
     def update_and_sample(self, indices: np.ndarray | None, priorities: np.ndarray | None, batch_size: int,
                           beta: float, num_batches: int = 1) -> dict[str, Any]:
         return self.shard.update_and_sample(indices, priorities, batch_size, beta, num_batches)
+
+    def profile(self) -> dict[str, float]:
+        """This process's CPU seconds so far and the shard's own timing (``bench feed`` takes differences)."""
+        return {"cpu_s": time.process_time(), **self.shard.timing}
 
     def stats(self) -> dict[str, Any]:
         return self.shard.stats()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ import ray
 import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from apexrl.agents.base import Learner
 from apexrl.runtime.assembly import System
 from apexrl.runtime.transport import RayReplaySink, RayWeightSource
 
@@ -76,11 +78,14 @@ class LearnerWorker:
     """The learner loop with ``learner.prefetch`` sample requests always in flight, so an update never
     waits for a full round trip; weights are published to the parameter server by reference."""
 
-    def __init__(self, system: System, shards: list[Any], ps: Any, threads: int = 1) -> None:
+    def __init__(self, system: System, shards: list[Any], ps: Any, threads: int = 1,
+                 make_learner: Callable[[System], Learner] | None = None) -> None:
+        """``make_learner``: another learner in the same loop (``bench feed``'s null learner); default the agent's."""
         _quiet_worker(threads)
         self.ps = ps
         self.transport = RayShards(shards)
-        self.loop = system.make_learner_loop(self.transport, self._publish)
+        learner = make_learner(system) if make_learner is not None else None
+        self.loop = system.make_learner_loop(self.transport, self._publish, learner=learner)
 
     def _publish(self, version: int, weights: dict[str, np.ndarray]) -> None:
         self._weights_ref = ray.put(weights)  # held here: this process owns the newest weights' object
