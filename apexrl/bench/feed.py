@@ -13,7 +13,8 @@ n-step successors), free-running (no samples-per-insert limit).
 Per configuration, medians over ``--blocks`` blocks of ``--seconds``:
   batches/s, transitions/s     delivered to the learner, all shards; per shard = / S
   shard CPU ms/batch           the shard processes' CPU per delivered batch, split into sample (draw
-                               indices + gather arrays), priority update, and the rest: Ray's share
+                               indices and IS weights), gather (the arrays: frame stacks rebuilt from
+                               the ring), priority update, and the rest: Ray's share
                                (serializing the answer into the object store, task overhead)
   learner CPU ms/batch         the learner process's CPU per batch (what a GPU learner's host thread
                                pays), split into receive (ray.get, deserialize, client, write-back,
@@ -136,7 +137,7 @@ def measure(system: Any, shards: list[Any], update_ms: float, seconds: float, bl
         rows.append({
             "batches_per_s": r["updates"] / r["time_s"],
             "shard_cpu_ms": 1e3 * d["cpu_s"] / n, "shard_sample_ms": 1e3 * d["sample_s"] / n,
-            "shard_update_ms": 1e3 * d["update_s"] / n,
+            "shard_gather_ms": 1e3 * d.get("gather_s", 0.0) / n, "shard_update_ms": 1e3 * d["update_s"] / n,
             "learner_cpu_ms": 1e3 * r["cpu_s"] / n, "device_copy_ms": m.get("device_copy_ms", 0.0),
             "learner_in_update_cpu_ms": m.get("cpu_in_update_ms", 0.0),
             "learner_receive_cpu_ms": m.get("cpu_between_updates_ms", 0.0),
@@ -145,7 +146,8 @@ def measure(system: Any, shards: list[Any], update_ms: float, seconds: float, bl
     for a in (learner, ps):
         ray.kill(a)
     out = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
-    out["shard_ray_ms"] = out["shard_cpu_ms"] - out["shard_sample_ms"] - out["shard_update_ms"]
+    out["shard_ray_ms"] = (out["shard_cpu_ms"] - out["shard_sample_ms"] - out["shard_gather_ms"]
+                           - out["shard_update_ms"])
     out.update({"shards": S, "k": k, "batch_size": B, "transitions_per_s": out["batches_per_s"] * B,
                 "batches_per_s_per_shard": out["batches_per_s"] / S, "mb_per_batch": nbytes / k / 1e6,
                 "put_ms_per_batch": put_ms / k, "get_ms_per_batch": get_ms / k, "update_ms": update_ms,
@@ -179,14 +181,15 @@ def run_preset(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 HEADER = (f"{'preset':>8} {'S':>2} {'k':>2} {'B':>4} {'batches/s':>9} {'/shard':>7} {'trans/s':>9} {'MB/b':>6} "
-          f"{'shard ms/b':>10} {'sample':>6} {'prio':>5} {'ray':>5} {'lrn ms/b':>8} {'recv':>5} {'copy':>5} "
+          f"{'shard ms/b':>10} {'sample':>6} {'gather':>6} {'prio':>5} {'ray':>5} {'lrn ms/b':>8} {'recv':>5} {'copy':>5} "
           f"{'put':>5} {'get':>5} {'wait':>5}")
 
 
 def format_row(r: dict[str, Any]) -> str:
     return (f"{r['preset']:>8} {r['shards']:>2} {r['k']:>2} {r['batch_size']:>4} {r['batches_per_s']:>9.1f} "
             f"{r['batches_per_s_per_shard']:>7.1f} {r['transitions_per_s']:>9,.0f} {r['mb_per_batch']:>6.3f} "
-            f"{r['shard_cpu_ms']:>10.2f} {r['shard_sample_ms']:>6.2f} {r['shard_update_ms']:>5.2f} "
+            f"{r['shard_cpu_ms']:>10.2f} {r['shard_sample_ms']:>6.2f} {r['shard_gather_ms']:>6.2f} "
+            f"{r['shard_update_ms']:>5.2f} "
             f"{r['shard_ray_ms']:>5.2f} {r['learner_cpu_ms']:>8.2f} {r['learner_receive_cpu_ms']:>5.2f} "
             f"{r['device_copy_ms']:>5.2f} {r['put_ms_per_batch']:>5.2f} {r['get_ms_per_batch']:>5.2f} "
             f"{r['learner_wait_fraction']:>5.2f}")

@@ -67,7 +67,11 @@ class PrioritizedReplay(SamplerViews):
         """Return ``(batch, indices, weights)``: a dict like the added ones with leading dim
         ``batch_size``, int64 indices for :meth:`update_priorities`, float32 weights in (0, 1]."""
         ids, weights = self._sampler.sample(batch_size, beta)
-        return self._storage.read(ids % self.capacity), ids, weights
+        return self.gather(ids), ids, weights
+
+    def gather(self, ids: np.ndarray, reuse: bool = False) -> dict[str, np.ndarray]:
+        """The stored arrays of ``ids`` (from ``draw``), fresh (``reuse`` matters only for frame replay)."""
+        return self._storage.read(ids % self.capacity)
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> int:
         """Set new raw priorities; indices whose slot was overwritten since sampling are ignored.

@@ -231,3 +231,11 @@ class SamplerViews:
     def max_priority(self) -> float:
         """Largest raw priority seen so far (1.0 initially); ``add`` without priorities uses it."""
         return self._sampler.max_priority
+
+    def draw(self, batch_size: int, beta: float, num_batches: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, weights)`` of ``num_batches`` independent batches, each stratified over the whole tree as
+        by a separate ``sample``, end to end: the arrays come in one gather (see ``gather``)."""
+        if num_batches == 1:
+            return self._sampler.sample(batch_size, beta)
+        parts = [self._sampler.sample(batch_size, beta) for _ in range(num_batches)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

@@ -22,7 +22,9 @@ class ReplayShard:
     def __init__(self, capacity: int, alpha: float = 0.6, seed: int | None = None, min_size: int = 1,
                  frames: bool = False, samples_per_insert: float | None = None,
                  error_buffer: float = 0.0, max_lead: float | None = None,
-                 batch_size: int | None = None) -> None:
+                 batch_size: int | None = None, reuse_batches: bool = False) -> None:
+        """``reuse_batches``: answers are valid until the next ``sample`` only (a Ray shard, whose answers are
+        copied out before the next request runs); in one process they are fresh arrays."""
         if frames:
             from apexrl.replay.frame_replay import FramePrioritizedReplay
 
@@ -31,6 +33,7 @@ class ReplayShard:
             from apexrl.replay import PrioritizedReplay
 
             self.buffer = PrioritizedReplay(capacity, alpha=alpha, seed=seed)
+        self.reuse_batches = reuse_batches
         self.min_size = max(1, min_size)
         self.limiter = RateLimiter(samples_per_insert, self.min_size, error_buffer, max_lead, batch_size)
         self.throttled_samples = 0
@@ -39,7 +42,7 @@ class ReplayShard:
         self.priority_updates = 0
         # Seconds this shard spent drawing/gathering batches and applying priorities: what `bench feed`
         # subtracts from the shard process's CPU to find Ray's share (serialization, task overhead).
-        self.timing = {"requests": 0, "sample_s": 0.0, "update_s": 0.0}
+        self.timing = {"requests": 0, "sample_s": 0.0, "gather_s": 0.0, "update_s": 0.0}
 
     def add(self, batch: Batch, priorities: np.ndarray) -> bool:
         """Store a batch; return whether the sender may go on inserting (False: wait, see rate_limiter)."""
@@ -69,16 +72,13 @@ class ReplayShard:
                 self.throttled_samples += 1
             return self.stats()
         t0 = time.perf_counter()
-        if n == 1:
-            batch, indices, weights = self.buffer.sample(batch_size, beta)
-        else:
-            parts = [self.buffer.sample(batch_size, beta) for _ in range(n)]
-            batch = {k: np.concatenate([p[0][k] for p in parts]) for k in parts[0][0]}
-            indices = np.concatenate([p[1] for p in parts])
-            weights = np.concatenate([p[2] for p in parts])
+        indices, weights = self.buffer.draw(batch_size, beta, n)
+        t1 = time.perf_counter()
+        batch = self.buffer.gather(indices, reuse=self.reuse_batches)
         self.sampled += len(indices)
         self.timing["requests"] += 1
-        self.timing["sample_s"] += time.perf_counter() - t0
+        self.timing["sample_s"] += t1 - t0
+        self.timing["gather_s"] += time.perf_counter() - t1
         return {"batch": batch, "indices": indices, "weights": weights, "num_batches": n, **self.stats()}
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:

@@ -25,7 +25,7 @@ class ReplayShardWorker:
         logging.basicConfig(level=os.environ.get("APEXRL_LOG_LEVEL", "WARNING"))
         self.shard = ReplayShard(capacity, alpha=alpha, seed=seed, min_size=min_size, frames=frames,
                                  samples_per_insert=samples_per_insert, error_buffer=error_buffer,
-                                 max_lead=max_lead, batch_size=batch_size)
+                                 max_lead=max_lead, batch_size=batch_size, reuse_batches=True)
 
     def add(self, batch: dict[str, np.ndarray], priorities: np.ndarray) -> bool:
         return self.shard.add(batch, priorities)
