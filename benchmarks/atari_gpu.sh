@@ -3,6 +3,11 @@
 #   (a) whole-system env steps/s with 1, 2, 4, 8 and 14 actors of the atari-gpu preset (~15 s each)
 #   (b) Pong with the atari-gpu preset until greedy evaluation >= 19 or a 7-minute cap
 #   (c) metrics, the curve and a stamped result (commit, date, host, GPU, command) under $DEST
+#   (d) the learner's update rate alone on this GPU (bench update), beside its in-run rate from (b): goal >= 80 %
+#   FEED=1: also the replay feed to a null learner on this machine's cores and GPU (bench feed, ~2 min)
+# Replay settings come from the atari-gpu preset: 2 shards x 4 batches per request, chosen with `apexrl bench feed`
+# (one shard core served 167 batches/s of 512 Atari transitions on the 2-core dev host; docs/benchmarks.md
+# "Replay feed"), so the feed is not what holds a 100 updates/s learner back.
 # On the GPU machine:   bash benchmarks/atari_gpu.sh                      (DEST defaults to bench-results/)
 # Try it on a CPU host: DEVICE=cpu ACTORS=1,2 SCALE_S=30 PONG_S=60 bash benchmarks/atari_gpu.sh
 set -euo pipefail
@@ -58,4 +63,22 @@ print("env steps", recs[-1].get("env_steps") if recs else None, "| median over r
       med("env_steps_per_s"), "updates/s", med("updates_per_s"), "learner idle", med("learner_idle_fraction"))
 PY
 } >> "$DEST/result.txt"
+
+# (d) the learner alone on the same device: one process, one fixed batch, no Ray (bench update)
+LEARNER_DEVICE=$([ "$DEVICE" = cpu ] && echo cpu || echo cuda)
+$APEXRL bench update --preset atari-gpu --variant "learner.device=$LEARNER_DEVICE" --updates 100 --repeats 3 \
+  --out "$DEST/update.json" 2>&1 | tee "$DEST/update.log" | tail -2
+python3 - "$DEST/update.json" "$DEST/metrics.jsonl" <<'PY' >> "$DEST/result.txt"
+import json, statistics, sys
+alone = 1e6 / json.load(open(sys.argv[1]))["rows"][0]["us_per_update"]
+recs = [json.loads(x) for x in open(sys.argv[2]) if x.strip()]
+run = [r["updates_per_s"] for r in recs if r.get("updates_per_s")][1:-1]
+in_run = statistics.median(run) if run else float("nan")
+print(f"## learner: {in_run:.1f} updates/s in the run, {alone:.1f} alone: {100 * in_run / alone:.0f} % (goal >= 80 %)")
+PY
+if [ "${FEED:-0}" = 1 ]; then
+  $APEXRL bench feed --config atari --shards 1,2,4 --k 1,4 --capacity 400000 --seconds 3 --blocks 3 \
+    --set learner.device="$LEARNER_DEVICE" --out "$DEST/feed.json" 2>&1 | tee "$DEST/feed.log" | grep -v '^wrote'
+  { echo "## replay feed (bench feed)"; grep -E '^ +(preset|atari)' "$DEST/feed.log"; } >> "$DEST/result.txt"
+fi
 cat "$DEST/result.txt"

@@ -22,18 +22,20 @@ from apexrl.core import state_dict_to_numpy
 
 
 class NullLearner:
-    def __init__(self, net: torch.nn.Module, device: str = "cpu", update_s: float = 0.0, seed: int = 0) -> None:
+    def __init__(self, net: torch.nn.Module, device: str = "cpu", update_s: float = 0.0, seed: int = 0,
+                 record: bool = False) -> None:
+        """``record``: keep a copy of every batch and its IS weights (tests), returned by ``state_dict``."""
         self.device = resolve_device(device)
         self.net = net.to(self.device)
         self.update_s = float(update_s)
         self.rng = np.random.default_rng(seed)
         self.updates = self.skipped_updates = self.consecutive_skips = 0
-        self.received: list[tuple[dict[str, np.ndarray], np.ndarray]] | None = None  # tests: keep what arrived
+        self.received: list[tuple[dict[str, np.ndarray], np.ndarray]] | None = [] if record else None
         self._left_at: float | None = None  # process CPU when the last update returned
 
     @classmethod
-    def for_system(cls, system: Any, update_s: float = 0.0) -> NullLearner:
-        return cls(system.make_network(), system.cfg.learner.device, update_s, system.cfg.seed)
+    def for_system(cls, system: Any, update_s: float = 0.0, record: bool = False) -> NullLearner:
+        return cls(system.make_network(), system.cfg.learner.device, update_s, system.cfg.seed, record)
 
     def update(self, batch: dict[str, np.ndarray], weights: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
         c0, t0 = time.process_time(), time.perf_counter()
@@ -57,7 +59,7 @@ class NullLearner:
         return state_dict_to_numpy(self.net)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"net": self.net.state_dict(), "updates": self.updates}
+        return {"net": self.net.state_dict(), "updates": self.updates, "received": self.received}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.updates = int(state["updates"])
