@@ -28,6 +28,7 @@ Per configuration, medians over ``--blocks`` blocks of ``--seconds``:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import statistics
@@ -40,20 +41,20 @@ import numpy as np
 from apexrl.bench._results import write_result
 
 PRESETS = ("atari", "minatar", "cartpole")
+SEND = 512  # transitions per prefill send (actors' send_every on Atari)
 
 
-def preset(name: str, shards: int, k: int | None, capacity: int | None, overrides: list[str]) -> Any:
+def preset(name: str, shards: int, capacity: int | None, overrides: list[str]) -> Any:
     from apexrl.config import load
 
     cfg = load(name, ["learner.device=cpu", "actors.device=cpu", "learner.num_gpus=0", "actors.num_gpus=0",
                       *overrides])
     cap = capacity if capacity is not None else cfg.replay.capacity
     return cfg.replace(**{"replay.num_shards": shards, "replay.capacity": cap, "replay.samples_per_insert": None,
-                          "replay.learning_starts": cfg.learner.batch_size * shards,
-                          "learner.batches_per_request": k})
+                          "replay.learning_starts": cfg.learner.batch_size * shards})
 
 
-def payloads(system: Any, rng: np.random.Generator, size: int = 512) -> Iterator[dict[str, np.ndarray]]:
+def payloads(system: Any, rng: np.random.Generator, size: int = SEND) -> Iterator[dict[str, np.ndarray]]:
     """Endless synthetic sends of ``size`` transitions shaped as the preset's actors send them."""
     cfg, space = system.cfg, system.observation_space
     common = lambda: {"action": rng.integers(int(system.action_space.n), size=size),  # noqa: E731
@@ -84,9 +85,9 @@ def fill(shards: list[Any], per_shard: int, system: Any, seed: int) -> None:
     rng = np.random.default_rng(seed)
     data = payloads(system, rng)
     inflight: list[Any] = []
-    for _ in range(-(-per_shard // 512)):
+    for _ in range(-(-per_shard // SEND)):
         for s in shards:
-            inflight.append(s.add.remote(next(data), rng.uniform(0.01, 1.0, 512)))
+            inflight.append(s.add.remote(next(data), rng.uniform(0.01, 1.0, SEND)))
             if len(inflight) > 4 * len(shards):
                 ray.get(inflight.pop(0))
     ray.get(inflight)
@@ -137,7 +138,7 @@ def measure(system: Any, shards: list[Any], update_ms: float, seconds: float, bl
         rows.append({
             "batches_per_s": r["updates"] / r["time_s"],
             "shard_cpu_ms": 1e3 * d["cpu_s"] / n, "shard_sample_ms": 1e3 * d["sample_s"] / n,
-            "shard_gather_ms": 1e3 * d.get("gather_s", 0.0) / n, "shard_update_ms": 1e3 * d["update_s"] / n,
+            "shard_gather_ms": 1e3 * d["gather_s"] / n, "shard_update_ms": 1e3 * d["update_s"] / n,
             "learner_cpu_ms": 1e3 * r["cpu_s"] / n, "device_copy_ms": m.get("device_copy_ms", 0.0),
             "learner_in_update_cpu_ms": m.get("cpu_in_update_ms", 0.0),
             "learner_receive_cpu_ms": m.get("cpu_between_updates_ms", 0.0),
@@ -162,17 +163,18 @@ def run_preset(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     from apexrl.runtime.workers import ReplayShardWorker
 
     results = []
+    ks = [None] if args.k == "auto" else [int(x) for x in args.k.split(",")]  # None: the preset's
     for S in [int(x) for x in args.shards.split(",")]:
-        ks = [None] if args.k == "auto" else [int(x) for x in args.k.split(",")]
-        system = assemble(preset(name, S, ks[0], args.capacity, args.set), num_actors=1)
+        system = assemble(preset(name, S, args.capacity, args.set), num_actors=1)
         shards = [ReplayShardWorker.options(num_cpus=0).remote(**system.shard_kwargs(i)) for i in range(S)]
         t0 = time.perf_counter()
         fill(shards, system.shard_kwargs(0)["capacity"], system, args.seed)
         print(f"{name}: {S} shard(s) filled with {system.cfg.replay.capacity:,} transitions in "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
-        for k in ks:
-            system = assemble(preset(name, S, k, args.capacity, args.set), num_actors=1)
-            row = {"preset": name, **measure(system, shards, args.update_ms, args.seconds, args.blocks)}
+        for k in ks:  # the same shards and env check; only the learner's request size differs
+            at_k = system if k is None else dataclasses.replace(
+                system, cfg=system.cfg.replace(**{"learner.batches_per_request": k}))
+            row = {"preset": name, **measure(at_k, shards, args.update_ms, args.seconds, args.blocks)}
             print(format_row(row), flush=True)
             results.append(row)
         for s in shards:

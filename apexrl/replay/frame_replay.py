@@ -132,11 +132,6 @@ class FramePrioritizedReplay(SamplerViews):
             self._payloads.popleft()  # all of its transitions were evicted by capacity
         return ids
 
-    def sample(self, batch_size: int, beta: float) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        """Return ``(batch, indices, weights)``; batch has ``obs`` / ``next_obs`` [B, K, ...]."""
-        ids, weights = self._sampler.sample(batch_size, beta)
-        return self.gather(ids), ids, weights
-
     def gather(self, ids: np.ndarray, reuse: bool = False) -> dict[str, np.ndarray]:
         """The transitions ``ids`` (from ``draw``) with their stacks rebuilt from the frame ring.
 
@@ -162,11 +157,12 @@ class FramePrioritizedReplay(SamplerViews):
 
     def _outputs(self, shape: tuple[int, ...], reuse: bool) -> tuple[np.ndarray, np.ndarray]:
         assert self._frames is not None
-        if not reuse:
-            return np.empty(shape, self._frames.dtype), np.empty(shape, self._frames.dtype)
-        if self._out is None or self._out[0].shape != shape:
-            self._out = (np.empty(shape, self._frames.dtype), np.empty(shape, self._frames.dtype))
-        return self._out
+        if reuse and self._out is not None and self._out[0].shape == shape:
+            return self._out
+        out = np.empty(shape, self._frames.dtype), np.empty(shape, self._frames.dtype)
+        if reuse:
+            self._out = out
+        return out
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> int:
         """As :meth:`PrioritizedReplay.update_priorities`: stale indices are ignored, last duplicate wins."""

@@ -63,12 +63,6 @@ class PrioritizedReplay(SamplerViews):
         self._storage.write(start, arrays, n)
         return ids
 
-    def sample(self, batch_size: int, beta: float) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        """Return ``(batch, indices, weights)``: a dict like the added ones with leading dim
-        ``batch_size``, int64 indices for :meth:`update_priorities`, float32 weights in (0, 1]."""
-        ids, weights = self._sampler.sample(batch_size, beta)
-        return self.gather(ids), ids, weights
-
     def gather(self, ids: np.ndarray, reuse: bool = False) -> dict[str, np.ndarray]:
         """The stored arrays of ``ids`` (from ``draw``), fresh (``reuse`` matters only for frame replay)."""
         return self._storage.read(ids % self.capacity)

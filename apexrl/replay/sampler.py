@@ -202,7 +202,8 @@ class PrioritizedSampler:
 
 
 class SamplerViews:
-    """The read-only views every sampler-backed replay exposes (``len``, capacity, counters, mass)."""
+    """What every sampler-backed replay shares: read-only views (``len``, capacity, counters, mass) and
+    sampling as ``draw`` (which) + ``gather`` (what, defined by each replay)."""
 
     _sampler: PrioritizedSampler
 
@@ -231,6 +232,16 @@ class SamplerViews:
     def max_priority(self) -> float:
         """Largest raw priority seen so far (1.0 initially); ``add`` without priorities uses it."""
         return self._sampler.max_priority
+
+    def gather(self, ids: np.ndarray, reuse: bool = False) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def sample(self, batch_size: int, beta: float) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """Return ``(batch, indices, weights)``: a dict like the added ones with leading dim ``batch_size``
+        (frame replay: ``obs`` / ``next_obs`` [B, K, ...] stacks), int64 indices for ``update_priorities``,
+        float32 weights in (0, 1]."""
+        ids, weights = self._sampler.sample(batch_size, beta)
+        return self.gather(ids), ids, weights
 
     def draw(self, batch_size: int, beta: float, num_batches: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, weights)`` of ``num_batches`` independent batches, each stratified over the whole tree as

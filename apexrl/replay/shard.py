@@ -42,7 +42,7 @@ class ReplayShard:
         self.priority_updates = 0
         # Seconds this shard spent drawing/gathering batches and applying priorities: what `bench feed`
         # subtracts from the shard process's CPU to find Ray's share (serialization, task overhead).
-        self.timing = {"requests": 0, "sample_s": 0.0, "gather_s": 0.0, "update_s": 0.0}
+        self.timing = {"sample_s": 0.0, "gather_s": 0.0, "update_s": 0.0}
 
     def add(self, batch: Batch, priorities: np.ndarray) -> bool:
         """Store a batch; return whether the sender may go on inserting (False: wait, see rate_limiter)."""
@@ -76,7 +76,6 @@ class ReplayShard:
         t1 = time.perf_counter()
         batch = self.buffer.gather(indices, reuse=self.reuse_batches)
         self.sampled += len(indices)
-        self.timing["requests"] += 1
         self.timing["sample_s"] += t1 - t0
         self.timing["gather_s"] += time.perf_counter() - t1
         return {"batch": batch, "indices": indices, "weights": weights, "num_batches": n, **self.stats()}

@@ -62,8 +62,8 @@ class NatureCNNTorso(nn.Module):
             self.out_features = int(self.net(torch.zeros(1, in_channels, height, width)).shape[1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = x.float()  # a new tensor for uint8 input; for float input x itself, which must not be written
-        return self.net(y.mul_(1.0 / 255.0) if y.data_ptr() != x.data_ptr() else y * (1.0 / 255.0))
+        y = x.float()  # a new tensor for uint8 input; for float32 input x itself, which must not be written
+        return self.net(y * (1.0 / 255.0) if x.dtype == torch.float32 else y.mul_(1.0 / 255.0))
 
 
 class MinAtarTorso(nn.Module):
