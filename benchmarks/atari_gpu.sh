@@ -19,7 +19,7 @@ TARGET=${TARGET:-19}
 GAME=${GAME:-ALE/Pong-v5}
 DEST=${DEST:-bench-results/atari-gpu-$(date +%Y%m%d-%H%M%S)}
 APEXRL=${APEXRL:-apexrl}           # or "python3 -m apexrl" where the script is not installed
-export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 mkdir -p "$DEST"
 ON=() SMALL=()
 if [ "$DEVICE" = cpu ]; then        # the same script on a host without a GPU: everything on the CPU, small

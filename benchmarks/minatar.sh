@@ -12,7 +12,6 @@ OUT=${OUT:-bench-results/minatar-$(date +%Y%m%d-%H%M%S)}
 APEXRL=${APEXRL:-apexrl}
 declare -A BUDGET=([Breakout]=${BREAKOUT_S:-600} [Asterix]=${ASTERIX_S:-600} [Seaquest]=${SEAQUEST_S:-600}
                    [Freeway]=${FREEWAY_S:-300} [SpaceInvaders]=${SPACEINVADERS_S:-300})
-export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
 mkdir -p "$OUT"
 for game in $GAMES; do
   for seed in $SEEDS; do

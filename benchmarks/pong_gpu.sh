@@ -8,7 +8,6 @@ MINUTES=${MINUTES:-8}
 ACTORS=${ACTORS:-$(( $(nproc) - 2 ))}
 RUN=${RUN:-bench-results/pong-gpu-$(date +%Y%m%d-%H%M%S)}
 APEXRL=${APEXRL:-apexrl}   # or "python3 -m apexrl" where the script is not installed
-export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
 python3 -c "import torch; assert torch.cuda.is_available(), 'no CUDA device: this benchmark needs a GPU'"
 mkdir -p "$(dirname "$RUN")"
 $APEXRL train --config atari --run-dir "$RUN" --console plain \

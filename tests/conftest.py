@@ -1,26 +1,23 @@
-"""Shared test setup: Ray on loopback only, and a clean Ray per test that asks for one."""
+"""Shared test setup: a clean Ray per test that asks for one, started as apexrl starts it for a user (no
+``RAY_*`` variable is set for the suite; tests that start extra nodes on one host set theirs)."""
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 import pytest
 
 
 @pytest.fixture
 def ray_local():
-    """A private 2-CPU Ray, always shut down (no processes left behind)."""
+    """A private 2-CPU Ray (loopback, its own token), always shut down (no processes left behind)."""
     import ray
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             logging_level="WARNING")
+    from apexrl.runtime.cluster import init_ray, shutdown_ray
+
+    init_ray(None, num_cpus=2)
     try:
         yield ray
     finally:
-        ray.shutdown()
+        shutdown_ray()
 
 
 @pytest.fixture

@@ -25,11 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-
 import ray
+import yaml
 from ray.cluster_utils import Cluster
 
 from apexrl import config as C
@@ -52,6 +49,22 @@ def add_node(cluster: Cluster, **kwargs: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def cluster():
+    """Several nodes on one host must all bind loopback: Ray's switch for it, for this fixture only."""
+    import ray._private.ray_constants as ray_constants
+
+    saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        yield from _cluster()
+    finally:
+        if saved[0] is None:
+            os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        else:
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved[0]
+        ray_constants.ENABLE_RAY_CLUSTER = saved[1]
+
+
+def _cluster():
     c = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 1, "include_dashboard": False})
     try:
         nodes = {"head": c.head_node, "gpu": add_node(c, num_cpus=2, num_gpus=1), "cpu": add_node(c, num_cpus=4)}

@@ -74,7 +74,6 @@ def _skip_reason(peer: str, python: str = sys.executable, task: Task | None = No
 def _child_env(python: str = sys.executable) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     if python != sys.executable:
         # Run as if that interpreter's venv were activated (Ray starts helpers found on PATH).
         bin_dir = os.path.dirname(python)

@@ -209,7 +209,7 @@ def run_rllib(task: Task, seed: int, budget: float, eval_interval: float, overri
     env_id = task.env_id
     apex_cfg = load(task.preset, [f"env.id={env_id}", *overrides])
     runners = auto_num_actors(apex_cfg, float(os.cpu_count() or 1))
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # RLlib's own Ray: loopback on a shared host
     ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False,
              log_to_driver=False)
     # DQN's default iteration is >= 1000 sampled env steps (tens of seconds here); a train() call of ~1 s

@@ -167,7 +167,7 @@ class Actor:
     def run(self, num_steps: int, global_env_steps: int | None = None) -> dict[str, Any]:
         """Step every env ``num_steps`` times (``num_steps * envs_per_actor`` env steps); return stats.
         ``global_env_steps``: the run's count over all actors now (for the policy's schedules)."""
-        t0 = time.perf_counter()
+        t0, started_at = time.perf_counter(), time.time()
         if global_env_steps is not None:
             self.policy.observe_global_steps(global_env_steps)
         returns: list[float] = []
@@ -237,6 +237,7 @@ class Actor:
             "nonfinite_steps": self.nonfinite_steps,
             "nonfinite_dropped": self.nonfinite_dropped,
             "time_s": time.perf_counter() - t0,
+            "started_at": started_at,  # wall clock: the run's start-up ends at its first actor's first step
         }
 
     def _finite(self, out: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:

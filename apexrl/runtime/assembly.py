@@ -27,14 +27,9 @@ from apexrl.replay.client import ReplayClient, ShardTransport, batches_per_reque
 from apexrl.replay.rate_limiter import default_error_buffer, default_max_lead
 from apexrl.runtime.actor import Actor, EnvFactory, sends_frames
 from apexrl.runtime.learning import LearnerLoop, Publish
+from apexrl.runtime.sizing import auto_num_actors, logical_cpus
 
-
-def auto_num_actors(cfg: Config, cluster_cpus: float) -> int:
-    """Actors fill the CPUs the learner does not take (at least one)."""
-    if cfg.actors.num_actors is not None:
-        return cfg.actors.num_actors
-    per = max(cfg.actors.num_cpus, 1e-3)
-    return max(1, int((cluster_cpus - cfg.learner.num_cpus) // per))
+__all__ = ["System", "assemble", "auto_num_actors", "fit_to_cluster", "logical_cpus"]
 
 
 def fit_to_cluster(cfg: Config, cluster_cpus: float, cluster_gpus: float, num_actors: int) -> Config:
@@ -63,12 +58,6 @@ def fit_to_cluster(cfg: Config, cluster_cpus: float, cluster_gpus: float, num_ac
     if num_actors * cfg.actors.num_cpus > free:
         changes["actors.num_cpus"] = max(0.01, math.floor(100 * free / num_actors) / 100)
     return cfg.replace(**changes)
-
-
-def logical_cpus(cfg: Config, host_cpus: int) -> int:
-    """CPUs a private Ray should advertise: as many as the run asks for (the OS shares the cores)."""
-    return max(host_cpus, int(math.ceil(auto_num_actors(cfg, host_cpus) * cfg.actors.num_cpus
-                                        + cfg.learner.num_cpus)))
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,10 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +37,10 @@ from apexrl.runtime.cluster import (
     shutdown_ray,
     sigterm_as_interrupt,
 )
+from apexrl.runtime.footprint import PeakMemory, Startup, by_role
 from apexrl.runtime.progress import Progress
 from apexrl.runtime.reporting import Reporter, Window
+from apexrl.runtime.results import TrainResult, default_run_dir, run_name
 from apexrl.runtime.scheduling import StartWatch
 from apexrl.runtime.stopping import StopConditions
 from apexrl.runtime.supervisor import Supervisor, TrainingError
@@ -50,6 +49,7 @@ from apexrl.runtime.topology import Topology
 log = logging.getLogger(__name__)
 
 ACTOR_CHUNK_S = 0.25
+LEARNER_CHUNK_S = 0.25
 
 
 def first_actor_chunk(envs_per_actor: int) -> int:
@@ -65,37 +65,15 @@ def next_actor_chunk(res: dict[str, Any], envs_per_actor: int) -> int:
     return int(np.clip(ACTOR_CHUNK_S / max(per_step, 1e-6), 1, 10_000))
 
 
-@dataclass
-class TrainResult:
-    run_dir: Path
-    env_steps: int
-    learner_updates: int
-    time_s: float
-    eval_return_mean: float | None
-    best_eval_return: float | None
-    reached_target: bool
-    stop_reason: str
-    checkpoint: Path | None
-    time_to_target_s: float | None = None
-    env_steps_to_target: int | None = None
-    best_checkpoint: Path | None = None  # weights of the best evaluation (what met the target, if one did)
-
-
-def run_name(cfg: Config) -> str:
-    env = cfg.env.id.rsplit(":", 1)[-1].rsplit(".", 1)[-1]  # my_pkg.envs:Grid-v0, my_pkg.envs.Grid -> Grid...
-    env = re.sub(r"[^A-Za-z0-9_-]+", "-", env.replace("/", "-")).strip("-") or "env"
-    return cfg.name or f"{env}__s{cfg.seed}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-
-
-def default_run_dir(cfg: Config, runs_root: str | os.PathLike[str] = "runs") -> Path:
-    return Path(runs_root) / run_name(cfg)
-
-
 def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str | os.PathLike[str] | None = None,
           address: str | None = None, resume: str | os.PathLike[str] | None = None, dashboard: bool = False,
-          console: Console | None = None, runs_root: str | os.PathLike[str] = "runs") -> TrainResult:
+          console: Console | None = None, runs_root: str | os.PathLike[str] = "runs",
+          startup: Startup | None = None) -> TrainResult:
     """Train with ``cfg``; a custom ``model_factory(obs_space, action_space) -> nn.Module`` replaces the
-    agent's built-in network. Blocks until a stop condition; returns a summary."""
+    agent's built-in network. Blocks until a stop condition; returns a summary. ``startup``: the marks of
+    this process's start so far (the CLI's); the first env step closes them."""
+    startup = startup or Startup()
+    startup.mark("Python and imports")
     assemble(cfg, num_actors=1)  # env and agent checked before any run dir or Ray exists
     resume_state: dict[str, Any] | None = None
     resume_path: Path | None = None
@@ -109,13 +87,18 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
     host_cpus = max(os.cpu_count() or 1, 1)
     # A private Ray gets as many logical CPUs as the run asks for, decided before ray.init: a restart to
     # fix it afterwards cost ~4 s of start-up.
+    startup.mark("env check")
     started_ray = init_ray(address, num_cpus=logical_cpus(cfg, host_cpus), dashboard=dashboard)
+    startup.mark("Ray")  # no time when the CLI started it ahead
     previous_sigterm = sigterm_as_interrupt()  # after ray.init, which installs its own (aborting) handler
     topology: Topology | None = None
+    memory = PeakMemory().start()
     try:
         cfg, topology = build_topology(cfg, rdir, model_factory, private=started_ray and address is None)
-        return Loop(cfg, topology, rdir, console, resume_state, resume_path).run()
+        startup.mark("roles requested")
+        return Loop(cfg, topology, rdir, console, resume_state, resume_path, startup, memory).run()
     finally:
+        memory.stop()
         if topology is not None:
             topology.kill()
         if started_ray:
@@ -151,8 +134,12 @@ class Loop:
     checks and checkpoints."""
 
     def __init__(self, cfg: Config, topology: Topology, run_dir: Path, console: Console,
-                 resume_state: dict[str, Any] | None, resume_path: Path | None) -> None:
+                 resume_state: dict[str, Any] | None, resume_path: Path | None, startup: Startup | None = None,
+                 memory: PeakMemory | None = None) -> None:
+        """``startup``: the marks of this process's start (None: start-up is not this run's, e.g. a trainer's
+        later calls); ``memory``: a sampler of the run's processes."""
         self.cfg, self.topology, self.console = cfg, topology, console
+        self.startup, self.memory = startup, memory
         self.progress = Progress(topology.num_actors)
         self.supervisor = Supervisor(topology, self.progress, console)
         self.start_watch = StartWatch(topology, console.message)
@@ -170,7 +157,8 @@ class Loop:
         self.run_dir = run_dir
         self.pending: dict[Any, tuple[str, int]] = {}
         self.chunk = {i: first_actor_chunk(cfg.actors.envs_per_actor) for i in range(topology.num_actors)}
-        self.learner_chunk = min(1.0, cfg.logging.report_interval_s / 2)
+        # Short: a stop waits for the chunk in flight before the final checkpoint (1 s chunks made it ~0.8 s).
+        self.learner_chunk = min(LEARNER_CHUNK_S, cfg.logging.report_interval_s / 2)
         self.holding = False  # no new chunks: actors and learner stand still once theirs finish
         self._actors_held = False
 
@@ -224,6 +212,12 @@ class Loop:
                 self._start_learner()
             return None
         if kind == "actor":
+            if self.startup is not None and "first env step" not in self.startup.marks:
+                self.startup.mark("workers", res["started_at"])
+                self.startup.mark("first env step", res["started_at"])
+                self.console.message(f"start-up: first env step {self.startup.since_start('first env step'):.1f} s "
+                                     "after the command (" + ", ".join(f"{k} {v:.1f} s" for k, v in
+                                                                       self.startup.parts() if v >= 0.05) + ")")
             self.progress.on_actor(i, res)
             self.supervisor.actor_ok(i)
             window.steps += res["env_steps"]
@@ -304,7 +298,8 @@ class Loop:
         self.next_report = now + self.cfg.logging.report_interval_s
         self.start_watch.poll()
         self.supervisor.check_shards(self.checkpointer.replay_snapshot)
-        record = self.reporter.report(now - self.t_start, self.window, self.last_learner, self.eval_returns)
+        record = self.reporter.report(now - self.t_start, self.window, self.last_learner, self.eval_returns,
+                                      self.memory.last / 2**20 if self.memory and self.memory.last else None)
         self.last_record = record
         self.stop_reason = self.stop.check(self.eval_returns, record["time_s"], self.progress.env_steps,
                                            now - self.t_start, self.progress.low_exploration_returns())
@@ -326,11 +321,17 @@ class Loop:
         if progress.last_eval is None and stop_reason != "interrupted":
             final_eval = self._final_evaluation()
         elapsed = self.elapsed()
-        self.reporter.report(elapsed, self.window, last_learner, final_eval)
+        mem = self.memory
+        if mem is not None:
+            mem.sample()
+        footprint = {"startup_s": self.startup.since_start("first env step") if self.startup else None,
+                     "peak_memory_mb": round(mem.peak_mb, 1) if mem and mem.peak else None}
+        self.reporter.report(elapsed, self.window, last_learner, final_eval, mem.last / 2**20 if mem else None,
+                             footprint)
         path = self.checkpointer.final(elapsed)
         self.reporter.close()
         self.console.message(f"checkpoint: {path}")
-        return TrainResult(
+        return TrainResult(**footprint, memory_by_role=by_role(mem.at_peak) if mem else {},
             run_dir=self.run_dir, env_steps=progress.env_steps, learner_updates=progress.updates,
             time_s=progress.time_offset + elapsed, eval_return_mean=progress.last_eval,
             best_eval_return=progress.best_eval, reached_target=self.stop.time_to_target is not None,
@@ -386,4 +387,5 @@ class Loop:
         return learner
 
 
-__all__ = ["ClusterError", "Loop", "TrainResult", "TrainingError", "auto_num_actors", "init_ray", "train"]
+__all__ = ["ClusterError", "Loop", "TrainResult", "TrainingError", "auto_num_actors", "default_run_dir", "init_ray",
+           "run_name", "train"]

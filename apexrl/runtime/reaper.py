@@ -16,7 +16,6 @@ import os
 import signal
 import sys
 import threading
-import time
 
 import psutil
 
@@ -63,9 +62,11 @@ def main(driver_pid: int) -> int:
     except psutil.Error:
         return 0
     verdict: list[str] = []
+    said = threading.Event()  # a clean shutdown is not kept waiting for the next poll
 
     def listen() -> None:
         verdict.append(sys.stdin.readline().strip() or "eof")
+        said.set()
 
     threading.Thread(target=listen, daemon=True).start()
     seen: dict[int, float] = {}
@@ -74,7 +75,7 @@ def main(driver_pid: int) -> int:
             verdict.append("gone")
             break
         seen.update(_tree(driver))
-        time.sleep(POLL_S)
+        said.wait(POLL_S)
     if verdict[0] != "done":
         _kill(seen)
     return 0

@@ -49,8 +49,9 @@ class Reporter:
         if not resumed:
             self.metrics.hparams(flatten(to_dict(cfg)))
 
-    def report(self, elapsed: float, w: Window, learner: dict[str, Any],
-               eval_returns: list[float] | None) -> dict[str, Any]:
+    def report(self, elapsed: float, w: Window, learner: dict[str, Any], eval_returns: list[float] | None,
+               memory_mb: float | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``memory_mb``: the run's processes now (PSS); ``extra``: keys of the final record (start-up, peak memory)."""
         p = self.progress
         p.reports += 1
         dt = max(1e-9, time.monotonic() - w.t)
@@ -83,6 +84,9 @@ class Reporter:
                                  f"report; {rec['nonfinite_dropped']:,} transitions dropped so far (env.non_finite: "
                                  "drop)")
         self._nonfinite_said = max(self._nonfinite_said, rec["nonfinite_env_steps"])
+        if memory_mb is not None:
+            rec["memory_mb"] = round(memory_mb, 1)
+        rec.update({k: v for k, v in (extra or {}).items() if v is not None})
         if w.n:
             rec.update({k: v / w.n for k, v in w.sums.items()})
         if eval_returns is not None:
