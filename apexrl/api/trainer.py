@@ -40,6 +40,7 @@ from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, logical_cpus
 from apexrl.runtime.cluster import init_ray, shutdown_ray
 from apexrl.runtime.driver import Loop, build_topology, run_name
+from apexrl.runtime.footprint import PeakMemory
 from apexrl.runtime.topology import Topology
 
 # RLlib keys of an iteration's length: the trainer's, and read by the mapping (evaluation_interval counts them).
@@ -86,13 +87,16 @@ class ApexTrainer(tune.Trainable):
         # Joins the Ray that ray.init(address=...) connected to (or Tune runs on), or starts a loopback one.
         self._started_ray = init_ray(None, num_cpus=logical_cpus(cfg, max(os.cpu_count() or 1, 1)))
         self.topology: Topology | None = None
+        # A private Ray's processes are this one's children: their memory is this trainer's to report.
+        self._memory = PeakMemory().start() if self._started_ray else None
         group = _trial_group()
         try:
             self.run_dir = Path(run_dir) if run_dir is not None else Path("runs") / run_name(cfg)
             self.cfg, self.topology = build_topology(cfg, self.run_dir, model_factory, private=self._started_ray,
                                                      group=group)
             self.system = self.topology.system
-            self.loop = Loop(self.cfg, self.topology, self.run_dir, Console(self.cfg.logging.console), None, None)
+            self.loop = Loop(self.cfg, self.topology, self.run_dir, Console(self.cfg.logging.console), None, None,
+                             memory=self._memory)
             self.loop.holding = True  # the first train() call starts the work
             self.loop.start()
         except BaseException:
@@ -159,6 +163,8 @@ class ApexTrainer(tune.Trainable):
                 out[f"info/learner/{k}"] = rec[k]
         if evaluated and p.last_eval is not None:
             out["evaluation/episode_reward_mean"] = p.last_eval
+        if self._memory is not None and self._memory.sample():
+            out["info/memory_mb"], out["info/peak_memory_mb"] = self._memory.last / 2**20, self._memory.peak_mb
         return out
 
     # ------------------------------------------------------------------ checkpoints (Tune's API)
@@ -231,6 +237,8 @@ class ApexTrainer(tune.Trainable):
             self._shutdown()
 
     def _shutdown(self) -> None:
+        if self._memory is not None:
+            self._memory.stop()
         if self.topology is not None:
             self.topology.kill()
         if self._started_ray:

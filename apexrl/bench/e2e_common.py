@@ -38,6 +38,7 @@ class Clock:
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
+        self.started_at = time.time()  # wall clock of t0: ``--from-launch`` adds the process's time before it
         self.excluded = 0.0
 
     def now(self) -> float:
@@ -121,6 +122,7 @@ def learn_sb3(model: Any, first: int, tracker: Tracker, clock: Clock, budget: fl
     return {
         "reached": tracker.time_to_target is not None,
         "time_to_target_s": tracker.time_to_target, "env_steps_to_target": tracker.steps_to_target,
+        "clock_started_at": clock.started_at,
         "env_steps": int(model.num_timesteps), "updates": updates, "train_time_s": t,
         "env_steps_per_s": model.num_timesteps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
         "evals": tracker.evals, "config": config,

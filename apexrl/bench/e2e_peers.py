@@ -83,7 +83,7 @@ def run_apexrl(task: Task, seed: int, budget: float, eval_interval: float, overr
 
     run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"apexrl-e2e-{os.getpid()}"
     console = _StartClock("plain")
-    t0 = time.perf_counter()
+    t0, started_at = time.perf_counter(), time.time()
     res = train(cfg, run_dir=run_dir, console=console)
     startup = max(0.0, (console.t_start or t0) - t0)
     reached = res.time_to_target_s is not None
@@ -96,6 +96,7 @@ def run_apexrl(task: Task, seed: int, budget: float, eval_interval: float, overr
         "evals": evals,
         "reached": reached,
         "time_to_target_s": (res.time_to_target_s + startup) if reached else None,
+        "clock_started_at": started_at,
         "env_steps_to_target": res.env_steps_to_target,
         "env_steps": res.env_steps, "updates": res.learner_updates, "train_time_s": res.time_s,
         "startup_s": round(startup, 2),
@@ -257,6 +258,7 @@ def run_rllib(task: Task, seed: int, budget: float, eval_interval: float, overri
     return {
         "reached": tracker.time_to_target is not None,
         "time_to_target_s": tracker.time_to_target, "env_steps_to_target": tracker.steps_to_target,
+        "clock_started_at": clock.started_at,
         "env_steps": env_steps, "updates": updates, "train_time_s": t, "startup_s": round(startup, 2),
         "env_steps_per_s": env_steps / max(t, 1e-9), "updates_per_s": updates / max(t, 1e-9),
         "evals": tracker.evals,

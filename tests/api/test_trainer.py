@@ -40,6 +40,8 @@ def test_iterations_save_restore_and_act(tmp_path, monkeypatch):
             assert k in second, k
         assert second["info/learner/updates"] > 0 and not math.isnan(second["episode_reward_mean"])
         assert "evaluation/episode_reward_mean" in second  # evaluated every 0.5 s
+        # Its private Ray's processes (actors, learner, shard, Ray's servers) hold more than this one alone.
+        assert 150 < second["info/memory_mb"] <= second["info/peak_memory_mb"] < 20_000
         saved = trainer.save()
         path = saved.checkpoint.path  # Tune's result: a checkpoint directory
         assert trainer.compute_single_action(np.zeros(4, np.float32)) in (0, 1)

@@ -40,11 +40,11 @@ def _has_torch(pid: int) -> bool:
 
 def test_a_cartpole_run_starts_only_what_it_uses_and_leaves_nothing_behind(tmp_path):
     (tmp_path / "noisy_env.py").write_text(NOISY_ENV)
-    run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "apexrl", "train", "--max-env-steps", "3000", "--console", "plain",
-                             "--set", "env.id=noisy_env.NoisyCartPole", "--run-dir", str(run)],
-                            env=_user_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    run, log = tmp_path / "run", tmp_path / "out.txt"
+    with log.open("w") as f:  # a file, not a pipe: nobody reads a pipe while we watch, and a full one blocks
+        proc = subprocess.Popen([sys.executable, "-m", "apexrl", "train", "--max-env-steps", "3000", "--console",
+                                 "plain", "--set", "env.id=noisy_env.NoisyCartPole", "--run-dir", str(run)],
+                                env=_user_env(tmp_path), cwd=tmp_path, stdout=f, stderr=subprocess.STDOUT)
     root = psutil.Process(proc.pid)
     seen: dict[int, tuple[str, float]] = {}
     torch_in: dict[str, bool] = {}
@@ -63,11 +63,12 @@ def test_a_cartpole_run_starts_only_what_it_uses_and_leaves_nothing_behind(tmp_p
                 except (psutil.Error, OSError):
                     pass
             time.sleep(0.2)
-        out = proc.communicate(timeout=120)[0]
+        proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    out = log.read_text()
     assert proc.returncode == 0, out
 
     roles = {r for r, _ in seen.values()}
