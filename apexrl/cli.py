@@ -181,32 +181,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     driver_process.note_run_dir(Path(args.resume or run_dir))
     try:
         if args.address is None:
+            from apexrl.runtime.launch import start_ray_while_importing
+
             startup.mark("Python and config")
-            _start_ray_while_importing(cfg, args.dashboard)
+            start_ray_while_importing(cfg, args.dashboard)
             startup.mark("Ray and imports (in parallel)")
         return _train(args, cfg, run_dir, startup)
     finally:
         cluster.release_early()
-
-
-def _start_ray_while_importing(cfg: Any, dashboard: bool) -> None:
-    """The private Ray's servers start while torch, gymnasium and the agents are imported in a thread (the
-    main thread mostly waits on Ray's processes)."""
-    import importlib
-    import threading
-
-    from apexrl.runtime.cluster import start_early
-    from apexrl.runtime.sizing import logical_cpus
-
-    def imports() -> None:
-        import torch  # noqa: F401  (first: nothing the main thread imports meanwhile imports torch)
-
-        importlib.import_module("apexrl.runtime.driver")
-
-    thread = threading.Thread(target=imports, daemon=True)
-    thread.start()
-    start_early(logical_cpus(cfg, max(os.cpu_count() or 1, 1)), dashboard)
-    thread.join()
 
 
 def _train(args: argparse.Namespace, cfg: Any, run_dir: Any, startup: Any) -> int:
@@ -372,7 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = COMMANDS[args.command](args)
         if argv is None and args.command == "train":
-            _exit_now(code)
+            from apexrl.runtime.launch import exit_now
+
+            exit_now(code)
         return code
     except _user_errors() as e:
         if args.debug:
@@ -386,19 +370,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from apexrl.runtime.driver_process import note_exit
 
         note_exit()
-
-
-def _exit_now(code: int) -> None:
-    """End the ``apexrl train`` process once the run is on disk and Ray is down: the interpreter's own
-    teardown of torch, Ray and gymnasium took ~0.4-0.7 s more and writes nothing (the run's files are
-    closed, the final lines flushed)."""
-    from apexrl.runtime.driver_process import note_exit
-
-    note_exit()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":
