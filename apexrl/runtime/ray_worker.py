@@ -17,6 +17,9 @@ import sys
 import threading
 
 LIGHT_ENV = "APEXRL_LIGHT_WORKER"
+# ``@ray.remote(..., **LIGHT)`` on a role that needs no torch: Ray gives it a worker of its own, started with
+# this variable (a worker's runtime env is part of what it can be reused for).
+LIGHT = {"runtime_env": {"env_vars": {LIGHT_ENV: "1"}}}
 
 
 def _preimport() -> None:

@@ -15,9 +15,10 @@ import numpy as np
 import ray
 
 from apexrl.replay.shard import ReplayShard
+from apexrl.runtime.ray_worker import LIGHT
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0, **LIGHT)
 class ReplayShardWorker:
     def __init__(self, capacity: int, alpha: float, seed: int, min_size: int, frames: bool = False,
                  samples_per_insert: float | None = None, error_buffer: float = 0.0,

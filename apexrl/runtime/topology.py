@@ -15,8 +15,6 @@ import ray
 from apexrl.runtime.assembly import System
 from apexrl.runtime.evaluator import DriverEvaluator
 
-# Roles without torch run in worker processes of their own that do not import it ahead (runtime/ray_worker.py).
-LIGHT = {"runtime_env": {"env_vars": {"APEXRL_LIGHT_WORKER": "1"}}}
 LEARNER_RESERVE_S = 30.0  # a GPU learner's reservation: at most this long before the actors are asked for
 
 
@@ -54,7 +52,7 @@ class Topology:
         cfg = system.cfg
         self.system, self.cfg, self.num_actors, self.group = system, cfg, system.num_actors, group
         self.learner_group: Any = None
-        self.ps = ParameterServer.options(**LIGHT).remote()
+        self.ps = ParameterServer.remote()
         self.shards = [self.make_shard(i) for i in range(cfg.replay.num_shards)]
         self.learner = self.make_learner()
         self.actors = [self.make_actor(i) for i in range(system.num_actors)]
@@ -86,7 +84,7 @@ class Topology:
     def make_shard(self, i: int) -> Any:
         from apexrl.runtime.workers import ReplayShardWorker
 
-        return ReplayShardWorker.options(scheduling_strategy=_shard_strategy(self.system, i), **LIGHT).remote(
+        return ReplayShardWorker.options(scheduling_strategy=_shard_strategy(self.system, i)).remote(
             **self.system.shard_kwargs(i))
 
     def make_actor(self, i: int) -> Any:

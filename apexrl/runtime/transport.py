@@ -16,11 +16,12 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from apexrl.core import Batch, Weights
+from apexrl.runtime.ray_worker import LIGHT
 
 log = logging.getLogger(__name__)
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0, **LIGHT)
 class ParameterServer:
     """Holds a reference to the newest published weights; the learner owns the object itself.
 
