@@ -235,9 +235,9 @@ def check_env(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     return obs_space, act_space
 
 
-def check_and_resolve(cfg: EnvConfig) -> tuple[EnvConfig, gym.Space, gym.Space]:
-    """:func:`check_env`, and ``cfg`` with what was found out: the creator of a register_env name or class path
-    (which then travels to workers as an object) and where action masks come from."""
+def resolve_id(cfg: EnvConfig) -> Any:
+    """The creator of ``cfg.id`` (None for a gymnasium id), or EnvSpecError naming what is wrong; builds no
+    env, so a command can say it before it starts anything."""
     env_id = _import_env_module(cfg.id)
     if env_id not in gym.registry:
         if cfg.id.startswith("ALE/") or is_atari(cfg):
@@ -250,6 +250,13 @@ def check_and_resolve(cfg: EnvConfig) -> tuple[EnvConfig, gym.Space, gym.Space]:
     creator = _creator(cfg)
     if env_id not in gym.registry and creator is None:
         raise EnvSpecError(_unknown(cfg.id))
+    return creator
+
+
+def check_and_resolve(cfg: EnvConfig) -> tuple[EnvConfig, gym.Space, gym.Space]:
+    """:func:`check_env`, and ``cfg`` with what was found out: the creator of a register_env name or class path
+    (which then travels to workers as an object) and where action masks come from."""
+    creator = resolve_id(cfg)
     uses_ale_vector(cfg)  # env.vector=ale where it cannot apply fails here, with the reason
     if creator is not None and cfg.creator is None:
         cfg = dataclasses.replace(cfg, creator=creator)

@@ -11,12 +11,15 @@ from typing import Any
 
 def start_ray_while_importing(cfg: Any, dashboard: bool) -> None:
     """The private Ray's servers start while torch, gymnasium and the agents are imported in a thread (the
-    main thread mostly waits on Ray's processes)."""
+    main thread mostly waits on Ray's processes). An env id that names nothing is said first, before Ray."""
     import importlib
     import threading
 
+    from apexrl.envs.factory import resolve_id
     from apexrl.runtime.cluster import start_early
     from apexrl.runtime.sizing import logical_cpus
+
+    resolve_id(cfg.env)
 
     def imports() -> None:
         import torch  # noqa: F401  (first: nothing the main thread imports meanwhile imports torch)

@@ -145,3 +145,17 @@ def test_process_start_is_when_the_command_ran():
                           "print(process_start())"], capture_output=True, text=True, check=True).stdout
     assert t0 - 0.05 <= float(out) <= t0 + 1.0  # 10 ms ticks; before the interpreter and imports ran
     assert abs(process_start() - psutil.Process().create_time()) < 1.5
+
+
+def test_an_env_id_that_names_nothing_is_said_before_ray_starts(monkeypatch, capsys, tmp_path):
+    from apexrl import cli
+    from apexrl.runtime import cluster
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started for a run that cannot start")
+
+    monkeypatch.setattr(cluster, "start_early", no_ray)
+    code = cli.main(["train", "--set", "env.id=NoSuchEnv-v9", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "unknown env 'NoSuchEnv-v9'" in err[0], err
+    assert not (tmp_path / "run").exists()
