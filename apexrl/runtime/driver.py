@@ -92,13 +92,15 @@ def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str |
     startup.mark("Ray")  # no time when the CLI started it ahead
     previous_sigterm = sigterm_as_interrupt()  # after ray.init, which installs its own (aborting) handler
     topology: Topology | None = None
-    memory = PeakMemory().start()
+    # A private Ray's processes are this one's children; on a cluster, most of the run is elsewhere.
+    memory = PeakMemory().start() if started_ray and address is None else None
     try:
         cfg, topology = build_topology(cfg, rdir, model_factory, private=started_ray and address is None)
         startup.mark("roles requested")
         return Loop(cfg, topology, rdir, console, resume_state, resume_path, startup, memory).run()
     finally:
-        memory.stop()
+        if memory is not None:
+            memory.stop()
         if topology is not None:
             topology.kill()
         if started_ray:

@@ -14,7 +14,8 @@ is off unless ``--dashboard``; without it, it serves usage statistics only) and 
 a driver thread, ``ray_logs.py``). Together ~170 MB and ~1 s of start-up and shutdown on a 2-core laptop.
 ``ray.init`` offers no switch for them, so ``lean_node`` sets the node's own parameters (``no_monitor``,
 ``include_log_monitor``, as ``ray start`` has them) for the length of the call. Ray's per-node agents
-stay: the raylet refuses to start without them.
+stay: the raylet refuses to start without them. Its worker processes run ``ray_worker.py``, which starts
+importing torch before a role is asked of them.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ _saved: dict[str, str | None] | None = None
 _token_dir: Path | None = None
 _reaper: subprocess.Popen | None = None
 _forwarder: Any = None
-PREIMPORT = os.environ.get("APEXRL_PREIMPORT", "1") == "1"
 
 
 def start(num_cpus: int, dashboard: bool, **kwargs: Any) -> None:
@@ -88,8 +88,8 @@ def start(num_cpus: int, dashboard: bool, **kwargs: Any) -> None:
 @contextlib.contextmanager
 def lean_node(keep_dashboard: bool) -> Iterator[bool]:
     """While open, a head node that ``ray.init`` starts runs without the autoscaler monitor, the log
-    monitor and (unless ``keep_dashboard``) the dashboard head. Yields whether it could (Ray's internals as
-    expected); otherwise Ray starts as usual."""
+    monitor and (unless ``keep_dashboard``) the dashboard head, with ``ray_worker.py`` as its worker. Yields
+    whether it could (Ray's internals as expected); otherwise Ray starts as usual."""
     from ray._private import node as node_mod
     from ray._private.parameter import RayParams
 
@@ -104,8 +104,7 @@ def lean_node(keep_dashboard: bool) -> Iterator[bool]:
     def init(self: Any, ray_params: Any, *args: Any, **kw: Any) -> None:
         ray_params.no_monitor = True
         ray_params.include_log_monitor = False
-        if PREIMPORT:
-            ray_params.worker_path = str(Path(__file__).with_name("ray_worker.py"))
+        ray_params.worker_path = str(Path(__file__).with_name("ray_worker.py"))  # torch imported at once
         original_init(self, ray_params, *args, **kw)
 
     def no_api_server(self: Any, **kw: Any) -> None:
