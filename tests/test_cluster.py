@@ -52,16 +52,10 @@ def cluster():
     """Several nodes on one host must all bind loopback: Ray's switch for it, for this fixture only."""
     import ray._private.ray_constants as ray_constants
 
-    saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"), ray_constants.ENABLE_RAY_CLUSTER
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"], ray_constants.ENABLE_RAY_CLUSTER = "0", False
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        mp.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
         yield from _cluster()
-    finally:
-        if saved[0] is None:
-            os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-        else:
-            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved[0]
-        ray_constants.ENABLE_RAY_CLUSTER = saved[1]
 
 
 def _cluster():

@@ -164,7 +164,7 @@ class ApexTrainer(tune.Trainable):
         if evaluated and p.last_eval is not None:
             out["evaluation/episode_reward_mean"] = p.last_eval
         if self._memory is not None and self._memory.sample():
-            out["info/memory_mb"], out["info/peak_memory_mb"] = self._memory.last / 2**20, self._memory.peak_mb
+            out["info/memory_mb"], out["info/peak_memory_mb"] = self._memory.last_mb, self._memory.peak_mb
         return out
 
     # ------------------------------------------------------------------ checkpoints (Tune's API)

@@ -301,7 +301,7 @@ class Loop:
         self.start_watch.poll()
         self.supervisor.check_shards(self.checkpointer.replay_snapshot)
         record = self.reporter.report(now - self.t_start, self.window, self.last_learner, self.eval_returns,
-                                      self.memory.last / 2**20 if self.memory and self.memory.last else None)
+                                      self.memory.last_mb if self.memory and self.memory.last else None)
         self.last_record = record
         self.stop_reason = self.stop.check(self.eval_returns, record["time_s"], self.progress.env_steps,
                                            now - self.t_start, self.progress.low_exploration_returns())
@@ -328,8 +328,7 @@ class Loop:
             mem.sample()
         footprint = {"startup_s": self.startup.since_start("first env step") if self.startup else None,
                      "peak_memory_mb": round(mem.peak_mb, 1) if mem and mem.peak else None}
-        self.reporter.report(elapsed, self.window, last_learner, final_eval, mem.last / 2**20 if mem else None,
-                             footprint)
+        self.reporter.report(elapsed, self.window, last_learner, final_eval, mem.last_mb if mem else None, footprint)
         path = self.checkpointer.final(elapsed)
         self.reporter.close()
         self.console.message(f"checkpoint: {path}")

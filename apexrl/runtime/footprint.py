@@ -118,6 +118,10 @@ class PeakMemory:
     def peak_mb(self) -> float:
         return self.peak / 2**20
 
+    @property
+    def last_mb(self) -> float:
+        return self.last / 2**20
+
 
 @dataclass
 class Startup:

@@ -13,12 +13,9 @@ from pathlib import Path
 
 import psutil
 
+from apexrl.bench.overhead import user_env
+
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
-
-
-def user_env() -> dict[str, str]:
-    """The environment of a user's shell: none of the Ray variables our tests and CI set."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
 
 
 def listening(root: psutil.Process) -> list[tuple[str, str, int]]:

@@ -11,6 +11,7 @@ import time
 
 import psutil
 
+from apexrl.bench.overhead import user_env
 from apexrl.runtime.footprint import Startup, by_role, process_start, role_of, tree_pss
 
 NOISY_ENV = '''
@@ -25,14 +26,6 @@ class NoisyCartPole(CartPoleEnv):
 '''
 
 
-def _user_env(tmp_path) -> dict[str, str]:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env["PYTHONPATH"] = str(tmp_path)
-    return env
-
-
 def _has_torch(pid: int) -> bool:
     with open(f"/proc/{pid}/maps") as f:
         return "libtorch_cpu" in f.read()
@@ -44,7 +37,7 @@ def test_a_cartpole_run_starts_only_what_it_uses_and_leaves_nothing_behind(tmp_p
     with log.open("w") as f:  # a file, not a pipe: nobody reads a pipe while we watch, and a full one blocks
         proc = subprocess.Popen([sys.executable, "-m", "apexrl", "train", "--max-env-steps", "3000", "--console",
                                  "plain", "--set", "env.id=noisy_env.NoisyCartPole", "--run-dir", str(run)],
-                                env=_user_env(tmp_path), cwd=tmp_path, stdout=f, stderr=subprocess.STDOUT)
+                                env={**user_env(), "PYTHONPATH": str(tmp_path)}, cwd=tmp_path, stdout=f, stderr=subprocess.STDOUT)
     root = psutil.Process(proc.pid)
     seen: dict[int, tuple[str, float]] = {}
     torch_in: dict[str, bool] = {}
