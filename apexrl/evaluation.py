@@ -10,14 +10,12 @@ from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from apexrl.agents.base import Policy
 from apexrl.config import EnvConfig
 from apexrl.envs import make_env
 
 
-@torch.no_grad()
 def evaluate(policy: Policy, env_cfg: EnvConfig, episodes: int, seed: int = 0,
              env_factory: Callable[[int], gym.Env] | None = None, max_steps: int = 1_000_000) -> list[float]:
     """``policy`` from ``System.make_eval_policy`` (or an agent builder's ``make_eval_policy``)."""

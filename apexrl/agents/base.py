@@ -6,7 +6,7 @@ supervision, checkpoints) calls only these methods, so a new algorithm is a new 
 
     builder = get_builder(cfg.agent)
     builder.check_spaces(env_id, obs_space, act_space)          # before anything starts
-    net = builder.make_network(cfg, obs_space, act_space)         # what actors act with
+    net = builder.make_acting_network(cfg, obs_space, act_space, None, seed)  # what actors act with
     policy = builder.make_actor_policy(cfg, net, act_space, i, N, envs, seed)
     writer = builder.make_writer(cfg, policy, envs)                 # steps -> replay items
     learner = builder.make_learner(cfg, obs_space, act_space)     # learner.weights() -> policy.set_weights
@@ -14,14 +14,16 @@ supervision, checkpoints) calls only these methods, so a new algorithm is a new 
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from apexrl.config import Config
 from apexrl.core import Batch, Weights
+
+if TYPE_CHECKING:  # an actor acting with a numpy network never loads torch
+    import torch
 
 
 class ModelFactory(Protocol):
@@ -117,14 +119,20 @@ class AgentBuilder(Protocol):
     def make_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None) -> torch.nn.Module: ...
 
-    def make_actor_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space,
+    def make_acting_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                            model_factory: ModelFactory | None, seed: int, role: str = "actors") -> Any:
+        """What an actor (``role`` "actors") or an evaluation ("eval") acts with, first weights drawn from
+        ``seed``: the torch network, or a torch-free one the agent's policies take (DQN's MLP in numpy)."""
+        ...
+
+    def make_actor_policy(self, cfg: Config, network: Any, action_space: gym.Space,
                           actor_index: int, num_actors: int, num_envs: int, seed: int,
                           key_capacity: int = 0) -> Policy:
         """Actor ``actor_index`` of ``num_actors``, with its share of the agent's spread of exploration;
         ``key_capacity`` > 0: keyed priorities over that many recent observation keys."""
         ...
 
-    def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
+    def make_eval_policy(self, cfg: Config, network: Any, action_space: gym.Space, num_envs: int,
                          seed: int, explore: float | None = None) -> Policy:
         """The policy evaluations play with: greedy at ``explore`` = 0; None = the config's evaluation setting."""
         ...
@@ -141,3 +149,13 @@ class AgentBuilder(Protocol):
     def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None, device: str | None = None) -> Learner: ...
 
+
+
+def seeded_network(builder: AgentBuilder, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                   model_factory: ModelFactory | None, seed: int) -> torch.nn.Module:
+    """The agent's torch network with first weights from ``seed``: same seed, same network, on every
+    actor restart (``make_acting_network`` of agents that act with torch)."""
+    import torch
+
+    torch.manual_seed(seed)
+    return builder.make_network(cfg, observation_space, action_space, model_factory)

@@ -24,7 +24,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from apexrl.agents.base import AgentBuilder, ModelFactory
 from apexrl.config import Config
@@ -75,8 +74,8 @@ class Actor:
                                                   self.seed)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
         self.codec = codec_of(obs_space)  # structured observations: their float leaves are checked for NaN
-        torch.manual_seed(self.seed)  # same seed, same initial network: runs are reproducible
-        net = builder.make_network(cfg, obs_space, act_space, model_factory)
+        # Same seed, same initial network: runs are reproducible. An agent may act without torch (numpy MLPs).
+        net = builder.make_acting_network(cfg, obs_space, act_space, model_factory, self.seed)
         self.frames = sends_frames(cfg, builder)
         key_capacity = self._init_frames(E) if self.frames else 0
         self.policy = builder.make_actor_policy(cfg, net, act_space, actor_index, num_actors, E, self.seed,

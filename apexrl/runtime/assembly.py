@@ -13,10 +13,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
-import torch
 
 from apexrl.agents import get_builder
 from apexrl.agents.base import AgentBuilder, Learner, ModelFactory, Policy
@@ -28,6 +27,9 @@ from apexrl.replay.rate_limiter import default_error_buffer, default_max_lead
 from apexrl.runtime.actor import Actor, EnvFactory, sends_frames
 from apexrl.runtime.learning import LearnerLoop, Publish
 from apexrl.runtime.sizing import auto_num_actors, logical_cpus
+
+if TYPE_CHECKING:  # a System travels to actors that act without torch
+    import torch
 
 __all__ = ["System", "assemble", "auto_num_actors", "fit_to_cluster", "logical_cpus"]
 
@@ -123,7 +125,12 @@ class System:
     def make_network(self) -> torch.nn.Module:
         return self.builder.make_network(self.cfg, self.observation_space, self.action_space, self.model_factory)
 
-    def make_eval_policy(self, network: torch.nn.Module, num_envs: int, seed: int,
+    def make_acting_network(self, seed: int, role: str = "actors") -> Any:
+        """What a policy acts with (``AgentBuilder.make_acting_network``): torch-free where the agent can."""
+        return self.builder.make_acting_network(self.cfg, self.observation_space, self.action_space,
+                                                self.model_factory, seed, role)
+
+    def make_eval_policy(self, network: Any, num_envs: int, seed: int,
                          explore: float | None = None) -> Policy:
         return self.builder.make_eval_policy(self.cfg, network, self.action_space, num_envs, seed, explore)
 

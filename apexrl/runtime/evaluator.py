@@ -1,14 +1,15 @@
 """Periodic greedy evaluation in a thread of the driver process.
 
-The driver already has torch loaded and spends its time blocked in ``ray.wait``, so evaluating there
-costs no worker process: a separate Ray evaluator imported torch (~2 s of CPU) just as the learner
-started updating, and on a 2-core host that time came out of the learner's core. An evaluation is
-one batched forward pass per step for all episodes (~0.1 s for ten 500-step CartPole episodes).
+The driver spends its time blocked in ``ray.wait``, so evaluating there costs no worker process: a
+separate Ray evaluator imported torch (~2 s of CPU) just as the learner started updating, and on a
+2-core host that time came out of the learner's core. An evaluation is one batched forward pass per
+step for all episodes (~0.1 s for ten 500-step CartPole episodes), in numpy where the agent allows.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import ray
-import torch
 
 from apexrl.evaluation import evaluate
 from apexrl.runtime.assembly import System
@@ -29,7 +29,11 @@ log = logging.getLogger(__name__)
 def _one_torch_thread() -> Iterator[None]:
     """One intra-op thread while evaluating: with torch's default of one per core, OpenMP workers spun
     after every small forward pass and took ~10 % of the learner's core on 2 cores (learner CPU share
-    0.87 -> 0.96). Restored after, as the setting can be process-wide."""
+    0.87 -> 0.96). Restored after, as the setting can be process-wide. Nothing to do without torch."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -43,7 +47,7 @@ class DriverEvaluator:
 
     def __init__(self, system: System, ps: Any) -> None:
         self.system, self.cfg, self.ps = system, system.cfg, ps
-        self.net = system.make_network()
+        self.net = system.make_acting_network(system.cfg.seed, role="eval")
         self.round = 0
         self.last_weights: tuple[int, dict[str, Any]] | None = None  # a copy the driver holds
 

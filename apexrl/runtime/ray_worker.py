@@ -1,10 +1,12 @@
-"""A private run's Ray worker process: Ray's own worker, which starts importing torch at once.
+"""A private run's Ray worker process: Ray's own worker, which starts importing the roles' modules at once.
 
 Ray starts one worker process per logical CPU when its node starts, long before the run asks for its
-actors; the actor and the learner then spend ~1-1.5 s of a 2-core laptop importing torch and gymnasium
-after they are asked for. Here those imports run in a thread from the moment the process exists, while
-Ray is still starting, so the first env step comes that much sooner. Roles that need no torch (replay
-shards, the parameter server) are started in workers of their own (``LIGHT_ENV``), which skip it.
+actors; an actor then spent ~0.5 s of a 2-core laptop importing gymnasium and the agents after it was
+asked for. Here those imports run in a thread from the moment the process exists, while Ray is still
+starting, so the first env step comes that much sooner. torch is not among them: an actor whose agent
+acts without it (an MLP in numpy) never loads it (~1 s of CPU and ~150 MB less per actor); the learner
+and actors of other networks import it when they are built. Roles that need none of this (replay shards, the
+parameter server) are started in workers of their own (``LIGHT_ENV``), which skip it.
 Run by the raylet as ``python ray_worker.py <Ray's worker arguments>``.
 """
 
@@ -17,16 +19,14 @@ import sys
 import threading
 
 LIGHT_ENV = "APEXRL_LIGHT_WORKER"
-# ``@ray.remote(..., **LIGHT)`` on a role that needs no torch: Ray gives it a worker of its own, started with
+# ``@ray.remote(..., **LIGHT)`` on a role that needs neither torch nor gymnasium: Ray gives it a worker of its own, started with
 # this variable (a worker's runtime env is part of what it can be reused for).
 LIGHT = {"runtime_env": {"env_vars": {LIGHT_ENV: "1"}}}
 
 
 def _preimport() -> None:
     try:
-        import torch  # noqa: F401
-
-        import apexrl.runtime.workers  # noqa: F401  (the roles' module: torch, gymnasium, the agents)
+        import apexrl.runtime.workers  # noqa: F401  (the roles' module: gymnasium, the actor's env loop)
     except Exception:  # noqa: BLE001 - the role's own import will report it
         pass
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import ray
-import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from apexrl.agents.base import Learner
@@ -30,9 +30,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _quiet_worker(threads: int = 1) -> None:
-    torch.set_num_threads(threads)
+def _quiet_worker() -> None:
     logging.basicConfig(level=os.environ.get("APEXRL_LOG_LEVEL", "WARNING"))
+
+
+def _torch_threads(threads: int) -> None:
+    """torch's intra-op threads, where the role loaded torch (an actor acting in numpy does not)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
 
 
 @ray.remote
@@ -41,6 +47,7 @@ class ActorWorker:
         _quiet_worker()
         self.sink = RayReplaySink(shards, system.cfg.actors.max_inflight_sends, start=index)
         self.actor = system.make_actor(index, self.sink, RayWeightSource(ps))
+        _torch_threads(1)
 
     def run(self, num_steps: int, global_env_steps: int | None = None) -> dict[str, Any]:
         stats = self.actor.run(num_steps, global_env_steps)
@@ -81,7 +88,10 @@ class LearnerWorker:
     def __init__(self, system: System, shards: list[Any], ps: Any, threads: int = 1,
                  make_learner: Callable[[System], Learner] | None = None) -> None:
         """``make_learner``: another learner in the same loop (``bench feed``'s null learner); default the agent's."""
-        _quiet_worker(threads)
+        import torch
+
+        _quiet_worker()
+        torch.set_num_threads(threads)
         self.ps = ps
         self.transport = RayShards(shards)
         learner = make_learner(system) if make_learner is not None else None
@@ -118,6 +128,8 @@ class LearnerWorker:
         learner = self.loop.learner
         merged = dict(state) if state is not None else learner.state_dict()
         if weights is not None:
+            import torch
+
             merged["net"] = {k: torch.as_tensor(np.array(v)) for k, v in weights.items()}
         merged["updates"] = max(int(merged.get("updates", 0)), version)
         learner.load_state_dict(merged)

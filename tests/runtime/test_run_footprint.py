@@ -51,7 +51,7 @@ def test_a_cartpole_run_starts_only_what_it_uses_and_leaves_nothing_behind(tmp_p
                 try:
                     role = role_of(p.cmdline())
                     seen[p.pid] = (role, p.create_time())
-                    if role in ("actor", "replay shard", "parameter server"):
+                    if role in ("actor", "learner", "replay shard", "parameter server"):
                         torch_in[role] = torch_in.get(role, False) or _has_torch(p.pid)
                 except (psutil.Error, OSError):
                     pass
@@ -67,7 +67,8 @@ def test_a_cartpole_run_starts_only_what_it_uses_and_leaves_nothing_behind(tmp_p
     roles = {r for r, _ in seen.values()}
     assert {"actor", "learner", "replay shard", "parameter server", "Ray GCS", "Ray raylet"} <= roles, roles
     assert not roles & {"Ray dashboard head", "Ray autoscaler monitor", "Ray log monitor"}, roles
-    assert torch_in == {"actor": True, "replay shard": False, "parameter server": False}
+    # Only the learner trains a torch network; CartPole's actor acts with its MLP in numpy.
+    assert torch_in == {"actor": False, "learner": True, "replay shard": False, "parameter server": False}
 
     # What the env printed in the actor's process reaches the console, as Ray's log monitor would show it.
     assert any("ActorWorker" in line and "HELLO FROM THE ENV" in line for line in out.splitlines()), out

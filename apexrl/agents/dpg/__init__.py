@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from apexrl.agents.base import ModelFactory, Policy
+from apexrl.agents.base import ModelFactory, Policy, seeded_network
 from apexrl.agents.dpg.learner import DPGLearner
 from apexrl.agents.dpg.networks import ActionScale, StructuredModel, build_actor_critic
 from apexrl.agents.dpg.policy import NoisePolicy, actor_noise_scales
@@ -45,6 +45,10 @@ class DPGBuilder:
             return model_factory(observation_space, action_space)
         return build_actor_critic(observation_space, action_space, cfg.network.torso,
                                   2 if cfg.dpg.twin_critics else 1)
+
+    def make_acting_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                            model_factory: ModelFactory | None, seed: int, role: str = "actors") -> torch.nn.Module:
+        return seeded_network(self, cfg, observation_space, action_space, model_factory, seed)
 
     def make_actor_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space,
                           actor_index: int, num_actors: int, num_envs: int, seed: int,

@@ -3,21 +3,24 @@ n-step learner (Horgan et al., 2018)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import gymnasium as gym
 import numpy as np
-import torch
 
-from apexrl.agents.base import ModelFactory, Policy
+from apexrl.agents.base import ModelFactory, Policy, seeded_network
 from apexrl.agents.dqn.exploration import actor_exploration
-from apexrl.agents.dqn.learner import DQNLearner
-from apexrl.agents.dqn.networks import build_network
+from apexrl.agents.dqn.numpy_q import NumpyQNetwork, numpy_acting, numpy_q_network
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
-from apexrl.agents.encoders import MaskedQ
-from apexrl.agents.torch_utils import resolve_device
 from apexrl.config import Config
 from apexrl.envs import EnvSpecError
 from apexrl.envs.spaces import codec_of
 from apexrl.replay.nstep import NStepBuilder
+
+if TYPE_CHECKING:  # torch only where a network is built: actors of the built-in MLP act without it
+    import torch
+
+    from apexrl.agents.dqn.learner import DQNLearner
 
 
 class DQNBuilder:
@@ -32,6 +35,9 @@ class DQNBuilder:
 
     def make_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None) -> torch.nn.Module:
+        from apexrl.agents.dqn.networks import build_network
+        from apexrl.agents.encoders import MaskedQ
+
         codec = codec_of(observation_space)
         if model_factory is not None:
             if codec is not None:  # the user's model gets the structure; masks apply to what it returns
@@ -39,16 +45,30 @@ class DQNBuilder:
             return model_factory(observation_space, action_space)
         return build_network(observation_space, action_space, cfg.network)
 
-    def make_actor_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space,
+    def make_acting_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                            model_factory: ModelFactory | None, seed: int, role: str = "actors") -> Any:
+        """The built-in MLP in numpy where the actors' settings allow (see ``numpy_q.numpy_acting``), so the
+        process never loads torch; else the torch network."""
+        a = cfg.actors
+        device, precision = (a.device, a.precision) if role == "actors" else ("cpu", "float32")
+        if numpy_acting(cfg, observation_space, model_factory is not None, device, precision):
+            return numpy_q_network(cfg, observation_space, action_space, seed)
+        return seeded_network(self, cfg, observation_space, action_space, model_factory, seed)
+
+    def make_actor_policy(self, cfg: Config, network: Any, action_space: gym.Space,
                           actor_index: int, num_actors: int, num_envs: int, seed: int,
                           key_capacity: int = 0) -> EpsilonGreedyPolicy:
         a = cfg.actors
         eps, anneal = actor_exploration(a, actor_index, num_actors, num_envs)
-        return EpsilonGreedyPolicy(network, int(action_space.n), eps, seed,  # type: ignore[attr-defined]
-                                   cfg.replay.priority_eps, key_capacity, a.precision,
-                                   resolve_device(a.device, "actors"), anneal)
+        device: Any = "cpu"
+        if not isinstance(network, NumpyQNetwork):
+            from apexrl.agents.torch_utils import resolve_device
 
-    def make_eval_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space, num_envs: int,
+            device = resolve_device(a.device, "actors")
+        return EpsilonGreedyPolicy(network, int(action_space.n), eps, seed,  # type: ignore[attr-defined]
+                                   cfg.replay.priority_eps, key_capacity, a.precision, device, anneal)
+
+    def make_eval_policy(self, cfg: Config, network: Any, action_space: gym.Space, num_envs: int,
                          seed: int, explore: float | None = None) -> EpsilonGreedyPolicy:
         eps = cfg.evaluation.epsilon if explore is None else explore
         return EpsilonGreedyPolicy(network, int(action_space.n), np.full(num_envs, eps),  # type: ignore[attr-defined]
@@ -62,5 +82,9 @@ class DQNBuilder:
 
     def make_learner(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None, device: str | None = None) -> DQNLearner:
+        import torch
+
+        from apexrl.agents.dqn.learner import DQNLearner
+
         torch.manual_seed(cfg.seed)
         return DQNLearner(cfg, self.make_network(cfg, observation_space, action_space, model_factory), device)

@@ -11,48 +11,53 @@ successors were not acted on yet, for the current observations (``precompute``, 
 
 from __future__ import annotations
 
-import contextlib
+from typing import Any, Protocol
 
 import numpy as np
-import torch
 
-from apexrl.core import Batch, Weights, load_numpy_state_dict
+from apexrl.core import Batch, Weights
 
 
-def td_priorities(q: torch.Tensor, q_next: torch.Tensor, action: np.ndarray, reward: np.ndarray,
+class QFunction(Protocol):
+    """Q-values ``[B, num_actions]`` as float32 numpy arrays: ``numpy_q.NumpyQNetwork`` (the built-in MLP,
+    no torch in the process) or ``torch_q.TorchQ`` around any torch network."""
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray: ...
+
+    def load(self, weights: Weights) -> None: ...
+
+
+def td_priorities(q: np.ndarray, q_next: np.ndarray, action: np.ndarray, reward: np.ndarray,
                   discount: np.ndarray, eps: float) -> np.ndarray:
     """|R + discount * max_a Q(s', a) - Q(s, a)| + eps with the actor's own network."""
-    q_sa = q.gather(1, torch.as_tensor(action, dtype=torch.int64).view(-1, 1)).squeeze(1)
-    target = torch.as_tensor(reward) + torch.as_tensor(discount) * q_next.max(dim=1).values
-    return ((target - q_sa).abs() + eps).double().numpy()
+    q_sa = np.take_along_axis(q, np.asarray(action, dtype=np.int64).reshape(-1, 1), axis=1)[:, 0]
+    target = reward.astype(np.float64) + discount.astype(np.float64) * q_next.max(axis=1)
+    return np.abs(target - q_sa) + eps
 
 
-def _native_bf16() -> bool:
-    """Whether oneDNN runs bfloat16 on this CPU natively (AVX512-BF16 or AMX); elsewhere it is emulated, slower."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+def as_q_function(net: Any, precision: str = "float32", device: Any = "cpu") -> QFunction:
+    """``net`` itself where it computes numpy Q-values already, else a torch network wrapped (torch is
+    imported only then)."""
+    from apexrl.agents.dqn.numpy_q import NumpyQNetwork
+
+    if isinstance(net, NumpyQNetwork):
+        return net
+    from apexrl.agents.dqn.torch_q import TorchQ
+
+    return TorchQ(net, precision, device)
 
 
 class EpsilonGreedyPolicy:
     exploration_name = "epsilon"
 
-    def __init__(self, net: torch.nn.Module, num_actions: int, epsilons: np.ndarray, seed: int,
+    def __init__(self, net: Any, num_actions: int, epsilons: np.ndarray, seed: int,
                  priority_eps: float, key_capacity: int = 0, precision: str = "float32",
-                 device: str | torch.device = "cpu", anneal: tuple[float, int, int] | None = None) -> None:
-        """``anneal``: (start epsilon, env steps over all actors, number of actors): each slot's epsilon
-        falls linearly from start to its own as the run's env steps grow (RLlib's EpsilonGreedy)."""
-        self.device = torch.device(device)
-        self.net = net.to(self.device)
-        self.net.eval()
-        self._image = any(p.dim() == 4 for p in net.parameters())
-        if self._image:  # oneDNN's convolutions run ~1.2-1.4x faster on CPU in channels-last layout
-            self.net.to(memory_format=torch.channels_last)
-        if precision == "auto":
-            precision = "bfloat16" if self.device.type == "cpu" and _native_bf16() else "float32"
-        self._autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bfloat16"
-                          else contextlib.nullcontext())
+                 device: Any = "cpu", anneal: tuple[float, int, int] | None = None) -> None:
+        """``net``: a numpy MLP or a torch network (see :func:`as_q_function`). ``anneal``: (start epsilon,
+        env steps over all actors, number of actors): each slot's epsilon falls linearly from start to its
+        own as the run's env steps grow (RLlib's EpsilonGreedy)."""
+        self.net = net
+        self.q = as_q_function(net, precision, device)
         self.num_actions = num_actions
         self.final = np.asarray(epsilons, dtype=np.float64)
         self.exploration = self.final.copy()
@@ -65,8 +70,8 @@ class EpsilonGreedyPolicy:
         self._ring_size = max(1, key_capacity)
         self._qring = np.zeros((self._ring_size, num_actions), dtype=np.float32)
         self._owner = np.full(self._ring_size, -1, dtype=np.int64)
-        self._fresh: tuple[np.ndarray, torch.Tensor] | None = None  # precomputed for the next act
-        self._legal = getattr(net, "legal_actions", None)  # action masks (apexrl.agents.encoders.MaskedQ)
+        self._fresh: tuple[np.ndarray, np.ndarray] | None = None  # precomputed for the next act
+        self._legal = getattr(self.q, "legal_actions", None)  # action masks (apexrl.agents.encoders.MaskedQ)
 
     def observe_global_steps(self, env_steps: int) -> None:
         """The run's env steps over all actors now (the driver's count, resumed runs included)."""
@@ -84,32 +89,26 @@ class EpsilonGreedyPolicy:
     def reset_slots(self, mask: np.ndarray) -> None:
         """Stateless: nothing to forget at an episode's end."""
 
-    def set_weights(self, weights: Weights) -> None:
-        load_numpy_state_dict(self.net, weights)
-        self._fresh = None  # act on the new weights (the ring entry is overwritten then)
+    def _q_values(self, obs: np.ndarray) -> np.ndarray:
+        return self.q(obs)
 
-    def _q(self, obs: np.ndarray) -> torch.Tensor:
-        """Q-values as float32 on the CPU, whatever device and precision the forward pass ran in."""
-        x = torch.as_tensor(obs).to(self.device, non_blocking=True)
-        if self._image and x.dim() == 4:
-            x = x.contiguous(memory_format=torch.channels_last)
-        with self._autocast:
-            return self.net(x).float().cpu()
+    def set_weights(self, weights: Weights) -> None:
+        self.q.load(weights)
+        self._fresh = None  # act on the new weights (the ring entry is overwritten then)
 
     def _store(self, keys: np.ndarray, q: np.ndarray) -> None:
         self._qring[keys % self._ring_size] = q
         self._owner[keys % self._ring_size] = keys
 
-    @torch.no_grad()
     def act(self, obs: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
         if keys is not None and self._fresh is not None and np.array_equal(self._fresh[0], keys):
             q = self._fresh[1]
         else:
-            q = self._q(obs)
+            q = self._q_values(obs)
             if keys is not None:
-                self._store(keys, q.numpy())
+                self._store(keys, q)
         self._fresh = None
-        greedy = q.argmax(dim=1).numpy()
+        greedy = q.argmax(axis=1)
         if self.anneal is not None:
             self._local += len(greedy)
             self._anneal()
@@ -123,24 +122,21 @@ class EpsilonGreedyPolicy:
             greedy = np.where(explore, random, greedy)
         return greedy
 
-    @torch.no_grad()
     def priorities(self, batch: Batch) -> np.ndarray:
         B = len(batch["action"])
-        q_all = self._q(np.concatenate([batch["obs"], batch["next_obs"]]))
+        q_all = self._q_values(np.concatenate([batch["obs"], batch["next_obs"]]))
         return td_priorities(q_all[:B], q_all[B:], batch["action"], batch["reward"], batch["discount"],
                              self.priority_eps)
 
-    @torch.no_grad()
     def remember(self, obs: np.ndarray, keys: np.ndarray, bootstrap: np.ndarray) -> None:
         q = np.zeros((len(keys), self.num_actions), dtype=np.float32)
         if bootstrap.any():
-            q[bootstrap] = self._q(obs[bootstrap]).numpy()
+            q[bootstrap] = self._q_values(obs[bootstrap])
         self._store(keys, q)
 
-    @torch.no_grad()
     def precompute(self, obs: np.ndarray, keys: np.ndarray) -> None:
-        q = self._q(obs)
-        self._store(keys, q.numpy())
+        q = self._q_values(obs)
+        self._store(keys, q)
         self._fresh = (keys.copy(), q)
 
     def knows(self, keys: np.ndarray) -> bool:

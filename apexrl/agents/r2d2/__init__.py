@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from apexrl.agents.base import ModelFactory
+from apexrl.agents.base import ModelFactory, seeded_network
 from apexrl.agents.dqn import DQNBuilder
 from apexrl.agents.dqn.exploration import actor_exploration
 from apexrl.agents.r2d2.learner import R2D2Learner, settings_of
@@ -32,6 +32,10 @@ class R2D2Builder(DQNBuilder):
                                 "begin [B, T] or None) -> (q [B, T, A], state) and initial_state(batch, device)")
             return net
         return build_recurrent_network(observation_space, action_space, cfg)
+
+    def make_acting_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
+                            model_factory: ModelFactory | None, seed: int, role: str = "actors") -> torch.nn.Module:
+        return seeded_network(self, cfg, observation_space, action_space, model_factory, seed)
 
     def make_actor_policy(self, cfg: Config, network: torch.nn.Module, action_space: gym.Space,
                           actor_index: int, num_actors: int, num_envs: int, seed: int,

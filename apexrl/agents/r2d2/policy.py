@@ -24,17 +24,19 @@ class RecurrentEpsilonGreedyPolicy(EpsilonGreedyPolicy):
                  device: str | torch.device = "cpu", anneal: tuple[float, int, int] | None = None) -> None:
         super().__init__(net, num_actions, epsilons, seed, priority_eps, 0, "float32", device, anneal)
         self.settings, self.eta = settings, eta
+        self.device = self.q.device  # type: ignore[attr-defined]  (a torch network: TorchQ)
         n = len(epsilons)
         self.state = net.initial_state(n, self.device)  # type: ignore[operator]
         self.state_before = np.zeros((n, self.state.shape[1]), self.state.cpu().numpy().dtype)
 
-    def _q(self, obs: np.ndarray) -> torch.Tensor:
+    @torch.no_grad()
+    def _q_values(self, obs: np.ndarray) -> np.ndarray:
         x = torch.as_tensor(obs).to(self.device)
         k = len(x)
         self.state_before = self.state[:k].cpu().numpy()
         q, new = self.net(x.unsqueeze(1), self.state[:k])
         self.state = torch.cat([new, self.state[k:]]) if k < len(self.state) else new
-        return q[:, 0].float().cpu()
+        return q[:, 0].float().cpu().numpy()
 
     def reset_slots(self, mask: np.ndarray) -> None:
         """Episodes ended in these slots: their next observation starts from a zero state."""
