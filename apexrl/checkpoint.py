@@ -3,7 +3,10 @@ exists is always complete; resume picks the newest one that loads and says which
 
 A checkpoint holds only tensors, numpy arrays and plain values, and is read with ``torch.load(...,
 weights_only=True)`` (numpy's array and dtype constructors allowed, nothing else): a file someone shares
-cannot run code when ``apexrl eval`` or ``--resume`` opens it. One that needs other objects is refused."""
+cannot run code when ``apexrl eval`` or ``--resume`` opens it. One that needs other objects is refused.
+
+A run's driver has no torch loaded: the learner's process turns a checkpoint into bytes (``to_bytes``)
+and the driver writes them (``save`` and ``save_best`` take either)."""
 
 from __future__ import annotations
 
@@ -11,10 +14,9 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
-import torch
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +34,25 @@ def checkpoint_dir(run_dir: Path) -> Path:
 BEST = "best.pt"
 
 
-def save(run_dir: Path, state: dict[str, Any], step: int, keep: int = 3) -> Path:
+def to_bytes(state: dict[str, Any]) -> bytes:
+    """The file's contents for ``state`` (torch's format)."""
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
+
+
+def save(run_dir: Path, state: dict[str, Any] | bytes, step: int, keep: int = 3) -> Path:
     path = _write(checkpoint_dir(run_dir) / f"ckpt-{step:010d}.pt", state)
     for old in list_checkpoints(run_dir)[:-keep]:
         old.unlink(missing_ok=True)
     return path
 
 
-def save_best(run_dir: Path, state: dict[str, Any]) -> Path:
+def save_best(run_dir: Path, state: dict[str, Any] | bytes) -> Path:
     """``checkpoints/best.pt``: the weights of the best greedy evaluation so far and that evaluation
     (``state["evaluation"]``); what ``apexrl eval RUN`` plays by default. Resume never reads it."""
     return _write(checkpoint_dir(run_dir) / BEST, state)
@@ -50,12 +63,13 @@ def best_path(run_dir: Path) -> Path | None:
     return path if path.is_file() else None
 
 
-def _write(path: Path, state: dict[str, Any]) -> Path:
+def _write(path: Path, state: dict[str, Any] | bytes) -> Path:
+    data = state if isinstance(state, bytes) else to_bytes(state)
     d = path.parent
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / f".{path.name}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
-        torch.save(state, f)
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -82,10 +96,12 @@ def _numpy_globals() -> list[Any]:
     return [core.multiarray._reconstruct, np.ndarray, np.dtype, *dtype_classes]
 
 
-def safe_load(path: Path | str) -> Any:
+def safe_load(path: Path | str | BinaryIO) -> Any:
     """``torch.load`` that runs no code from the file: tensors, numpy arrays and plain values only.
     Raises ``CheckpointError`` naming the first disallowed object."""
     import pickle
+
+    import torch
 
     try:
         with torch.serialization.safe_globals(_numpy_globals()):

@@ -51,9 +51,9 @@ class MetricsWriter:
         self._tb = None
         if tensorboard:
             try:
-                from torch.utils.tensorboard import SummaryWriter
+                from apexrl.tb_events import EventWriter
 
-                self._tb = SummaryWriter(str(run_dir / "tb"), purge_step=purge_step)
+                self._tb = EventWriter(run_dir / "tb", purge_step=purge_step)
             except Exception as e:  # pragma: no cover - tensorboard is a dependency
                 log.warning("TensorBoard disabled: %s", e)
 
@@ -76,10 +76,6 @@ class MetricsWriter:
                     else:
                         continue
                 self._tb.add_scalar(tag, value, step)
-
-    def histogram(self, tag: str, values: Any, step: int) -> None:
-        if self._tb is not None and len(values):
-            self._tb.add_histogram(tag, values, step)
 
     def close(self) -> None:
         self._file.close()

@@ -171,7 +171,7 @@ class ApexTrainer(tune.Trainable):
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         """The learner, counters and config (replay too with ``checkpoint.replay``) into ``checkpoint_dir``."""
         cp = self.loop.checkpointer
-        cp.save(cp.request(), self.loop.elapsed(), run_dir=Path(checkpoint_dir))
+        cp.save(cp.request(self.loop.elapsed()), run_dir=Path(checkpoint_dir))
 
     def load_checkpoint(self, checkpoint: str | dict[str, Any]) -> None:
         """The newest apexrl checkpoint under ``checkpoint`` (a ``save()`` directory or a run dir of

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import RayActorError, RayTaskError
 
 from apexrl import checkpoint as ckpt
 from apexrl.config import Config, to_dict
@@ -39,12 +39,16 @@ def truncate_metrics(path: Path, counters: dict[str, Any]) -> None:
 
 
 class Checkpointer:
+    """The driver's side of checkpoints. The driver has no torch: the learner composes each file
+    (``LearnerWorker.checkpoint``) and the driver writes the bytes it gets."""
+
     def __init__(self, cfg: Config, topology: Topology, run_dir: Path, progress: Progress) -> None:
         self.cfg, self.topology, self.run_dir, self.progress = cfg, topology, run_dir, progress
-        self.replay_snapshot: list[dict[str, Any]] | None = None  # the last complete one (shard restarts use it)
+        # The last complete replay snapshot (refs, or states read at resume): a dead shard restarts from it.
+        self.replay_snapshot: list[Any] | None = None
         self.last: Path | None = None
-        self.inflight: dict[str, Any] | None = None  # a periodic checkpoint's state requests
-        self.learner_state: dict[str, Any] | None = None  # the last saved one: a restarted learner's start
+        self.inflight: dict[str, Any] | None = None  # a periodic checkpoint being composed
+        self.learner_state: dict[str, Any] | bytes | None = None  # the last saved one: a restarted learner's start
 
     def resume(self, state: dict[str, Any], path: Path) -> None:
         self.progress.restore(state["counters"])
@@ -61,29 +65,34 @@ class Checkpointer:
         truncate_metrics(self.run_dir / "metrics.jsonl", state["counters"])
         self.last = path
 
-    def request(self) -> dict[str, Any]:
-        """Ask the learner and the shards for their state without waiting: the learner answers after its
-        current chunk (up to a second), and a driver blocked meanwhile would hand out no new actor chunks,
-        so the actors stop, the rate limiter stops the learner, and a checkpoint cost a window of idling."""
-        refs: dict[str, Any] = {"learner": self.topology.learner.state_dict.remote()}
+    def request(self, elapsed: float) -> dict[str, Any]:
+        """Ask the learner to compose a checkpoint of now without waiting: it answers after its current
+        chunk, and a driver blocked meanwhile would hand out no new actor chunks, so the actors stop, the
+        rate limiter stops the learner, and a checkpoint cost a window of idling. Counters, learner and
+        replay are all of the moment of asking."""
+        header = {"counters": self.progress.counters(elapsed), "config": to_dict(self.cfg),
+                  "num_actors": self.topology.num_actors}
+        replay = fallback = None
         if self.cfg.checkpoint.replay:
-            refs["replay"] = [s.state_dict.remote() for s in self.topology.shards]
-        return refs
+            replay = [s.state_dict.remote() for s in self.topology.shards]
+            if self.replay_snapshot is not None and len(self.replay_snapshot) == len(replay):
+                fallback = self.replay_snapshot
+        return {"ref": self.topology.learner.checkpoint.remote(header, replay, fallback), "replay": replay,
+                "step": self.progress.env_steps}
 
-    def periodic(self) -> None:
+    def periodic(self, elapsed: float) -> None:
         """Start a periodic checkpoint unless one is in flight."""
         if self.inflight is None and self.progress.updates > 0:
-            self.inflight = self.request()
+            self.inflight = self.request(elapsed)
 
-    def poll(self, elapsed: float) -> None:
-        """Save a periodic checkpoint once all its states have arrived."""
+    def poll(self) -> None:
+        """Save a periodic checkpoint once the learner has composed it."""
         if self.inflight is None:
             return
-        refs = [self.inflight["learner"], *self.inflight.get("replay", [])]
-        if len(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs):
+        if ray.wait([self.inflight["ref"]], timeout=0)[0]:
             try:
-                self.save(self.inflight, elapsed)
-            except (RayActorError, RayTaskError) as e:  # a replaced shard: the next one will do
+                self.save(self.inflight)
+            except (RayActorError, RayTaskError) as e:  # the learner died meanwhile: the next one will do
                 log.warning("periodic checkpoint skipped: %s", cause(e))
             self.inflight = None
 
@@ -96,34 +105,24 @@ class Checkpointer:
                       "time_s": self.progress.time_offset + elapsed}
         state = {"learner": {"net": res["weights"]}, "config": to_dict(self.cfg), "evaluation": evaluation,
                  "counters": self.progress.counters(elapsed)}
-        return ckpt.save_best(self.run_dir, state)
+        data = ray.get(self.topology.learner.serialize.remote(state), timeout=120)
+        return ckpt.save_best(self.run_dir, data)
 
     def final(self, elapsed: float) -> Path:
-        return self.save(self.request(), elapsed)
+        return self.save(self.request(elapsed))
 
-    def save(self, refs: dict[str, Any], elapsed: float, run_dir: Path | None = None) -> Path:
-        """Write the states ``refs`` asked for, under ``run_dir`` (default: the run's own)."""
-        learner = ray.get(refs["learner"])
-        self.learner_state = learner
-        counters = self.progress.counters(elapsed)
-        # The learner's own count: its state was asked for a while ago (the driver counted on meanwhile) or is
-        # a chunk ahead of the driver's count, and it is the state a resume continues from.
-        if "updates" in learner:
-            counters["learner_updates"] = int(learner["updates"])
-        state: dict[str, Any] = {"learner": learner, "counters": counters, "config": to_dict(self.cfg),
-                                 "num_actors": self.topology.num_actors}
-        if "replay" in refs:
-            try:
-                state["replay"] = ray.get(refs["replay"], timeout=300)
-                self.replay_snapshot = state["replay"]
-            except (RayActorError, RayTaskError, GetTimeoutError) as e:
-                # A shard died (or went unreachable) as it was asked: keep the learner's state, and the last
-                # complete replay snapshot if there is one, rather than lose the checkpoint.
-                if self.replay_snapshot is not None and len(self.replay_snapshot) == len(refs["replay"]):
-                    state["replay"] = self.replay_snapshot
-                log.warning("checkpoint at %d env steps: a replay shard did not answer (%s); saved %s",
-                            self.progress.env_steps, cause(e),
-                            "the previous replay snapshot" if "replay" in state else "without replay contents")
-        self.last = ckpt.save(run_dir or self.run_dir, state, step=self.progress.env_steps,
+    def save(self, pending: dict[str, Any], run_dir: Path | None = None) -> Path:
+        """Write the checkpoint ``pending`` (from ``request``) under ``run_dir`` (default: the run's own)."""
+        got = ray.get(pending["ref"])
+        self.learner_state = got["learner"]
+        if got["replay"] == "fresh":
+            self.replay_snapshot = pending["replay"]
+        elif pending["replay"] is not None:
+            # A shard died (or went unreachable) as it was asked: the learner's state is kept, and the last
+            # complete replay snapshot if there is one, rather than lose the checkpoint.
+            log.warning("checkpoint at %d env steps: a replay shard did not answer (%s); saved %s",
+                        pending["step"], got["error"], "the previous replay snapshot" if got["replay"] == "previous"
+                        else "without replay contents")
+        self.last = ckpt.save(run_dir or self.run_dir, got["file"], step=pending["step"],
                               keep=self.cfg.checkpoint.keep)
         return self.last

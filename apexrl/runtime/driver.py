@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from apexrl import checkpoint as ckpt
 from apexrl.agents.base import ModelFactory
@@ -294,7 +294,7 @@ class Loop:
             if now >= self.next_report:
                 self._report(now)
             if not self.stop_reason:
-                self.checkpointer.poll(self.elapsed())
+                self.checkpointer.poll()
 
     def _report(self, now: float) -> None:
         self.next_report = now + self.cfg.logging.report_interval_s
@@ -309,7 +309,7 @@ class Loop:
         self.window = Window(now)
         every = self.cfg.checkpoint.every_reports
         if every and self.progress.reports % every == 0 and not self.stop_reason:
-            self.checkpointer.periodic()
+            self.checkpointer.periodic(now - self.t_start)
 
     def finish(self) -> TrainResult:
         """Drain the chunks in flight, evaluate if the run has no evaluation yet, report, checkpoint."""
@@ -354,7 +354,7 @@ class Loop:
         if returns and "weights" in res and (before is None or self.progress.last_eval > before):
             try:
                 self.checkpointer.best(res, self.elapsed())
-            except OSError as e:
+            except (OSError, RayActorError, RayTaskError, GetTimeoutError) as e:
                 log.warning("could not keep the best evaluation's weights: %s", e)
         return returns
 

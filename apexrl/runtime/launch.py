@@ -10,8 +10,10 @@ from typing import Any
 
 
 def start_ray_while_importing(cfg: Any, dashboard: bool) -> None:
-    """The private Ray's servers start while torch, gymnasium and the agents are imported in a thread (the
-    main thread mostly waits on Ray's processes). An env id that names nothing is said first, before Ray."""
+    """The private Ray's servers start while the driver's modules (gymnasium, the agents' acting side) are
+    imported in a thread (the main thread mostly waits on Ray's processes). The driver loads no torch: its
+    evaluations act in numpy where the agent allows, its checkpoints are composed by the learner. An env
+    id that names nothing is said first, before Ray."""
     import importlib
     import threading
 
@@ -22,8 +24,6 @@ def start_ray_while_importing(cfg: Any, dashboard: bool) -> None:
     resolve_id(cfg.env)
 
     def imports() -> None:
-        import torch  # noqa: F401  (first: nothing the main thread imports meanwhile imports torch)
-
         importlib.import_module("apexrl.runtime.driver")
 
     thread = threading.Thread(target=imports, daemon=True)

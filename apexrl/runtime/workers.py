@@ -114,6 +114,34 @@ class LearnerWorker:
     def state_dict(self) -> dict[str, Any]:
         return self.loop.learner.state_dict()
 
+    def checkpoint(self, header: dict[str, Any], replay: list[Any] | None = None,
+                   fallback: list[Any] | None = None) -> dict[str, Any]:
+        """A checkpoint file's bytes, composed here where torch is (the driver has none): this learner's
+        state, the driver's ``header`` (counters, config) with the learner's own update count, and the
+        shards' states (``replay``: their refs, fetched here; where a shard does not answer, ``fallback``,
+        the last complete snapshot, if any). Also the learner's state alone, a restarted learner's start."""
+        from apexrl import checkpoint as ckpt
+
+        learner = self.loop.learner.state_dict()
+        state = {**header, "learner": learner}
+        state["counters"] = {**header["counters"], "learner_updates": int(learner.get("updates", 0))}
+        used, error = "none", None
+        if replay is not None:
+            try:
+                state["replay"], used = ray.get(replay, timeout=300), "fresh"
+            except (RayActorError, RayTaskError, GetTimeoutError) as e:
+                error = type(e).__name__
+                if fallback is not None:  # refs, or states a resumed driver read from its checkpoint
+                    state["replay"] = [ray.get(x) if isinstance(x, ray.ObjectRef) else x for x in fallback]
+                    used = "previous"
+        return {"file": ckpt.to_bytes(state), "learner": ckpt.to_bytes(learner), "replay": used, "error": error}
+
+    def serialize(self, state: dict[str, Any]) -> bytes:
+        """``state`` as a checkpoint file's bytes (``best.pt``: published weights and their evaluation)."""
+        from apexrl import checkpoint as ckpt
+
+        return ckpt.to_bytes(state)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Take a checkpoint's state and return once the parameter server holds its weights: a restored
         trainer asked for its weights right away read the fresh network's under load (the publication was
@@ -121,10 +149,17 @@ class LearnerWorker:
         self.loop.learner.load_state_dict(state)
         self.publish()
 
-    def recover(self, state: dict[str, Any] | None, weights: dict[str, np.ndarray] | None, version: int) -> None:
+    def recover(self, state: dict[str, Any] | bytes | None, weights: dict[str, np.ndarray] | None,
+                version: int) -> None:
         """Take over from a dead learner: optimizer, target network and counters from ``state`` (the last
-        checkpoint's learner state, if any), the network from the newest published ``weights``, and the
-        update count from their ``version``, so that publications stay newer than what actors hold."""
+        checkpoint's learner state, if any, or its bytes), the network from the newest published ``weights``,
+        and the update count from their ``version``, so that publications stay newer than what actors hold."""
+        if isinstance(state, bytes):
+            import io
+
+            from apexrl import checkpoint as ckpt
+
+            state = ckpt.safe_load(io.BytesIO(state))
         learner = self.loop.learner
         merged = dict(state) if state is not None else learner.state_dict()
         if weights is not None:

@@ -1,0 +1,48 @@
+"""TensorBoard event files written with the ``tensorboard`` package alone.
+
+torch's ``SummaryWriter`` is a thin layer over tensorboard's own event-file writer, but importing it
+loads torch: ~1 s of CPU and ~150 MB in the driver, which otherwise needs no torch (its actors' and
+evaluations' networks act in numpy). Scalars and text are all a run writes; a resumed run drops the
+events past its checkpoint with a session START at that step, as TensorBoard's purge expects.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+class EventWriter:
+    def __init__(self, logdir: Path | str, purge_step: int | None = None) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+        from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+        from tensorboard.compat.proto.tensor_pb2 import TensorProto
+        from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self._Event, self._Summary = Event, Summary
+        self._SummaryMetadata, self._TensorProto, self._Shape = SummaryMetadata, TensorProto, TensorShapeProto
+        self._writer = EventFileWriter(str(logdir))
+        if purge_step is not None:  # TensorBoard hides what an earlier life of the run wrote from this step on
+            self._writer.add_event(Event(step=purge_step, file_version="brain.Event:2"))
+            self._writer.add_event(Event(step=purge_step, session_log=SessionLog(status=SessionLog.START)))
+
+    def _add(self, value: object, step: int) -> None:
+        self._writer.add_event(self._Event(wall_time=time.time(), step=int(step),
+                                           summary=self._Summary(value=[value])))
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        self._add(self._Summary.Value(tag=tag, simple_value=float(value)), step)
+
+    def add_text(self, tag: str, text: str, step: int = 0) -> None:
+        """Markdown in TensorBoard's text tab (under ``<tag>/text_summary``, where torch's writer puts it)."""
+        meta = self._SummaryMetadata(plugin_data=self._SummaryMetadata.PluginData(plugin_name="text"))
+        tensor = self._TensorProto(dtype="DT_STRING", string_val=[text.encode("utf-8")],
+                                   tensor_shape=self._Shape(dim=[self._Shape.Dim(size=1)]))
+        self._add(self._Summary.Value(tag=f"{tag}/text_summary", metadata=meta, tensor=tensor), step)
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
