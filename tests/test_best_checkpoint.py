@@ -76,7 +76,8 @@ def test_best_pt_holds_the_evaluation_and_the_weights_it_played(tmp_path):
     progress = Progress(num_actors=1)
     keeper = Checkpointer(cfg, topology=None, run_dir=tmp_path, progress=progress)  # type: ignore[arg-type]
     w = {"x": np.zeros(2, np.float32)}
-    keeper.best({"eval_returns": [1.0, 3.0], "seed": 5, "weights_version": 7, "weights": w}, elapsed=1.0)
+    best = keeper.best_state({"eval_returns": [1.0, 3.0], "seed": 5, "weights_version": 7, "weights": w}, elapsed=1.0)
+    ckpt.save_best(tmp_path, ckpt.to_bytes(best))  # what best() writes, from the learner's process
     state = ckpt.load_file(ckpt.best_path(tmp_path))
     assert state["evaluation"] == {"mean": 2.0, "returns": [1.0, 3.0], "episodes": 2, "seed": 5,
                                    "weights_version": 7, "env_steps": 0, "time_s": 1.0}

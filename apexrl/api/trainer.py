@@ -102,7 +102,7 @@ class ApexTrainer(tune.Trainable):
         except BaseException:
             self._shutdown()
             raise
-        self._net = self.system.make_network()
+        self._net: Any = None  # built on the first get_policy(): until then this process needs no torch
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> Any:
@@ -191,6 +191,8 @@ class ApexTrainer(tune.Trainable):
         """The acting network with the newest weights (an ``nn.Module``)."""
         from apexrl.core import load_numpy_state_dict
 
+        if self._net is None:
+            self._net = self.system.make_network()
         load_numpy_state_dict(self._net, self.get_weights())
         return self._net
 

@@ -96,16 +96,20 @@ class Checkpointer:
                 log.warning("periodic checkpoint skipped: %s", cause(e))
             self.inflight = None
 
-    def best(self, res: dict[str, Any], elapsed: float) -> Path:
-        """Keep the weights an evaluation played with, and that evaluation, as ``best.pt``."""
+    def best_state(self, res: dict[str, Any], elapsed: float) -> dict[str, Any]:
+        """``best.pt``'s contents: the weights an evaluation played with, and that evaluation."""
         returns = [float(r) for r in res["eval_returns"]]
         evaluation = {"mean": float(sum(returns) / len(returns)), "returns": returns, "episodes": len(returns),
                       "seed": int(res["seed"]),
                       "weights_version": int(res["weights_version"]), "env_steps": self.progress.env_steps,
                       "time_s": self.progress.time_offset + elapsed}
-        state = {"learner": {"net": res["weights"]}, "config": to_dict(self.cfg), "evaluation": evaluation,
-                 "counters": self.progress.counters(elapsed)}
-        data = ray.get(self.topology.learner.serialize.remote(state), timeout=120)
+        return {"learner": {"net": res["weights"]}, "config": to_dict(self.cfg), "evaluation": evaluation,
+                "counters": self.progress.counters(elapsed)}
+
+    def best(self, res: dict[str, Any], elapsed: float) -> Path:
+        """Keep the weights an evaluation played with, and that evaluation, as ``best.pt`` (the learner's
+        process turns them into the file's bytes)."""
+        data = ray.get(self.topology.learner.serialize.remote(self.best_state(res, elapsed)), timeout=120)
         return ckpt.save_best(self.run_dir, data)
 
     def final(self, elapsed: float) -> Path:
