@@ -85,7 +85,8 @@ class ActorsConfig:
     num_cpus: float = 1.0  # Ray CPUs per actor
     placement: str = "pack"  # pack | spread: Ray scheduling of actors and shards over nodes
     device: str = "cpu"  # cpu | cuda | cuda:N | auto: where actors run their forward passes (DQN); on a GPU
-    #                      machine, cuda leaves the actors' cores to the emulators
+    #                      machine, cuda leaves the actors' cores to the emulators. On the CPU (and with auto),
+    #                      the built-in MLP acts in numpy: an actor then never loads torch (~150 MB, ~1 s less)
     num_gpus: float = 0.0  # Ray GPUs per actor; a fraction lets many actors share the learner's GPU
     precision: str = "float32"  # float32 | bfloat16 | auto: the actors' forward passes (DQN); bfloat16 is ~1.3x
     #                             faster for a conv net on CPUs with AVX512-BF16 or AMX, Q-values (so priorities)

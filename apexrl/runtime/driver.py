@@ -223,6 +223,9 @@ class Loop:
             self.progress.on_actor(i, res)
             self.supervisor.actor_ok(i)
             window.steps += res["env_steps"]
+            budget = self.cfg.stop.max_env_steps
+            if budget is not None and self.progress.env_steps >= budget:
+                self.next_report = time.monotonic()  # report and stop now, not a report interval of steps later
             self.chunk[i] = next_actor_chunk(res, E)
             self._start_actor(i)
             return None
