@@ -84,3 +84,21 @@ def test_evaluation_uses_one_torch_thread_without_changing_the_callers(ray_local
     ev.submit().result(timeout=60)
     assert seen and set(seen) == {1}
     assert torch.get_num_threads() == 2  # restored before the result is handed over
+
+
+def test_an_evaluation_in_numpy_runs_on_one_blas_thread_and_restores_the_callers():
+    """numpy's OpenBLAS spins a thread per core after each small product; the driver's evaluation of an MLP
+    in numpy keeps it to one while it runs, and leaves a user's process as it was."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from apexrl.runtime.evaluator import _one_thread
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    if not blas_threads():
+        pytest.skip("numpy here has no BLAS library threadpoolctl can see")
+    with threadpool_limits(2, user_api="blas"):
+        with _one_thread():
+            assert blas_threads() == {1}
+        assert blas_threads() == {2}

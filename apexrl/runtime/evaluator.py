@@ -26,20 +26,23 @@ log = logging.getLogger(__name__)
 
 
 @contextmanager
-def _one_torch_thread() -> Iterator[None]:
+def _one_thread() -> Iterator[None]:
     """One intra-op thread while evaluating: with torch's default of one per core, OpenMP workers spun
     after every small forward pass and took ~10 % of the learner's core on 2 cores (learner CPU share
-    0.87 -> 0.96). Restored after, as the setting can be process-wide. Nothing to do without torch."""
+    0.87 -> 0.96); numpy's OpenBLAS threads do the same for an MLP evaluated in numpy. Restored after, as
+    the settings are process-wide (the driver may be a user's process)."""
+    from threadpoolctl import threadpool_limits
+
     torch = sys.modules.get("torch")
-    if torch is None:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(1)
     try:
-        yield
+        with threadpool_limits(1, user_api="blas"):
+            yield
     finally:
-        torch.set_num_threads(threads)
+        if torch is not None:
+            torch.set_num_threads(threads)
 
 
 class DriverEvaluator:
@@ -57,7 +60,7 @@ class DriverEvaluator:
 
         def run() -> None:
             try:
-                with _one_torch_thread():
+                with _one_thread():
                     res = self.evaluate()
             except BaseException as e:  # noqa: BLE001 - handed to the driver through the future
                 fut.set_exception(e)
