@@ -64,12 +64,16 @@ def best_path(run_dir: Path) -> Path | None:
 
 
 def _write(path: Path, state: dict[str, Any] | bytes) -> Path:
-    data = state if isinstance(state, bytes) else to_bytes(state)
     d = path.parent
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / f".{path.name}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
-        f.write(data)
+        if isinstance(state, bytes):
+            f.write(state)
+        else:  # streamed: a replay snapshot can be gigabytes
+            import torch
+
+            torch.save(state, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from apexrl import checkpoint as ckpt
 from apexrl.config import Config, to_dict
@@ -40,14 +40,15 @@ def truncate_metrics(path: Path, counters: dict[str, Any]) -> None:
 
 class Checkpointer:
     """The driver's side of checkpoints. The driver has no torch: the learner composes each file
-    (``LearnerWorker.checkpoint``) and the driver writes the bytes it gets."""
+    (``LearnerWorker.checkpoint``) and the driver writes the bytes it gets. A checkpoint with replay
+    (``checkpoint.replay``, gigabytes on Atari) is the exception: the driver adds the shards' states and
+    streams the file itself, loading torch for it."""
 
     def __init__(self, cfg: Config, topology: Topology, run_dir: Path, progress: Progress) -> None:
         self.cfg, self.topology, self.run_dir, self.progress = cfg, topology, run_dir, progress
-        # The last complete replay snapshot (refs, or states read at resume): a dead shard restarts from it.
-        self.replay_snapshot: list[Any] | None = None
+        self.replay_snapshot: list[dict[str, Any]] | None = None  # the last complete one (shard restarts use it)
         self.last: Path | None = None
-        self.inflight: dict[str, Any] | None = None  # a periodic checkpoint being composed
+        self.inflight: dict[str, Any] | None = None  # a periodic checkpoint's requests
         self.learner_state: dict[str, Any] | bytes | None = None  # the last saved one: a restarted learner's start
 
     def resume(self, state: dict[str, Any], path: Path) -> None:
@@ -66,19 +67,17 @@ class Checkpointer:
         self.last = path
 
     def request(self, elapsed: float) -> dict[str, Any]:
-        """Ask the learner to compose a checkpoint of now without waiting: it answers after its current
-        chunk, and a driver blocked meanwhile would hand out no new actor chunks, so the actors stop, the
-        rate limiter stops the learner, and a checkpoint cost a window of idling. Counters, learner and
-        replay are all of the moment of asking."""
+        """Ask the learner (and the shards) for a checkpoint of now without waiting: the learner answers
+        after its current chunk, and a driver blocked meanwhile would hand out no new actor chunks, so the
+        actors stop, the rate limiter stops the learner, and a checkpoint cost a window of idling. Counters,
+        learner and replay are all of the moment of asking."""
         header = {"counters": self.progress.counters(elapsed), "config": to_dict(self.cfg),
                   "num_actors": self.topology.num_actors}
-        replay = fallback = None
+        refs: dict[str, Any] = {"learner": self.topology.learner.checkpoint.remote(header),
+                                "step": self.progress.env_steps}
         if self.cfg.checkpoint.replay:
-            replay = [s.state_dict.remote() for s in self.topology.shards]
-            if self.replay_snapshot is not None and len(self.replay_snapshot) == len(replay):
-                fallback = self.replay_snapshot
-        return {"ref": self.topology.learner.checkpoint.remote(header, replay, fallback), "replay": replay,
-                "step": self.progress.env_steps}
+            refs["replay"] = [s.state_dict.remote() for s in self.topology.shards]
+        return refs
 
     def periodic(self, elapsed: float) -> None:
         """Start a periodic checkpoint unless one is in flight."""
@@ -86,10 +85,11 @@ class Checkpointer:
             self.inflight = self.request(elapsed)
 
     def poll(self) -> None:
-        """Save a periodic checkpoint once the learner has composed it."""
+        """Save a periodic checkpoint once all its parts have arrived."""
         if self.inflight is None:
             return
-        if ray.wait([self.inflight["ref"]], timeout=0)[0]:
+        refs = [self.inflight["learner"], *self.inflight.get("replay", [])]
+        if len(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs):
             try:
                 self.save(self.inflight)
             except (RayActorError, RayTaskError) as e:  # the learner died meanwhile: the next one will do
@@ -115,18 +115,29 @@ class Checkpointer:
     def final(self, elapsed: float) -> Path:
         return self.save(self.request(elapsed))
 
-    def save(self, pending: dict[str, Any], run_dir: Path | None = None) -> Path:
-        """Write the checkpoint ``pending`` (from ``request``) under ``run_dir`` (default: the run's own)."""
-        got = ray.get(pending["ref"])
+    def save(self, refs: dict[str, Any], run_dir: Path | None = None) -> Path:
+        """Write the checkpoint ``refs`` (from ``request``) asked for, under ``run_dir`` (default: the run's own)."""
+        got = ray.get(refs["learner"])
         self.learner_state = got["learner"]
-        if got["replay"] == "fresh":
-            self.replay_snapshot = pending["replay"]
-        elif pending["replay"] is not None:
-            # A shard died (or went unreachable) as it was asked: the learner's state is kept, and the last
-            # complete replay snapshot if there is one, rather than lose the checkpoint.
-            log.warning("checkpoint at %d env steps: a replay shard did not answer (%s); saved %s",
-                        pending["step"], got["error"], "the previous replay snapshot" if got["replay"] == "previous"
-                        else "without replay contents")
-        self.last = ckpt.save(run_dir or self.run_dir, got["file"], step=pending["step"],
-                              keep=self.cfg.checkpoint.keep)
+        state: dict[str, Any] | bytes = got["file"]
+        if "replay" in refs:
+            state = self._with_replay(got["file"], refs)
+        self.last = ckpt.save(run_dir or self.run_dir, state, step=refs["step"], keep=self.cfg.checkpoint.keep)
         return self.last
+
+    def _with_replay(self, file: bytes, refs: dict[str, Any]) -> dict[str, Any]:
+        import io
+
+        state = ckpt.safe_load(io.BytesIO(file))
+        try:
+            state["replay"] = ray.get(refs["replay"], timeout=300)
+            self.replay_snapshot = state["replay"]
+        except (RayActorError, RayTaskError, GetTimeoutError) as e:
+            # A shard died (or went unreachable) as it was asked: keep the learner's state, and the last
+            # complete replay snapshot if there is one, rather than lose the checkpoint.
+            if self.replay_snapshot is not None and len(self.replay_snapshot) == len(refs["replay"]):
+                state["replay"] = self.replay_snapshot
+            log.warning("checkpoint at %d env steps: a replay shard did not answer (%s); saved %s",
+                        refs["step"], cause(e),
+                        "the previous replay snapshot" if "replay" in state else "without replay contents")
+        return state

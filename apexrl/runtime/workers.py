@@ -119,27 +119,16 @@ class LearnerWorker:
     def state_dict(self) -> dict[str, Any]:
         return self.loop.learner.state_dict()
 
-    def checkpoint(self, header: dict[str, Any], replay: list[Any] | None = None,
-                   fallback: list[Any] | None = None) -> dict[str, Any]:
+    def checkpoint(self, header: dict[str, Any]) -> dict[str, Any]:
         """A checkpoint file's bytes, composed here where torch is (the driver has none): this learner's
-        state, the driver's ``header`` (counters, config) with the learner's own update count, and the
-        shards' states (``replay``: their refs, fetched here; where a shard does not answer, ``fallback``,
-        the last complete snapshot, if any). Also the learner's state alone, a restarted learner's start."""
+        state and the driver's ``header`` (counters, config) with the learner's own update count. Also the
+        learner's state alone, a restarted learner's start."""
         from apexrl import checkpoint as ckpt
 
         learner = self.loop.learner.state_dict()
-        state = {**header, "learner": learner}
-        state["counters"] = {**header["counters"], "learner_updates": int(learner.get("updates", 0))}
-        used, error = "none", None
-        if replay is not None:
-            try:
-                state["replay"], used = ray.get(replay, timeout=300), "fresh"
-            except (RayActorError, RayTaskError, GetTimeoutError) as e:
-                error = type(e).__name__
-                if fallback is not None:  # refs, or states a resumed driver read from its checkpoint
-                    state["replay"] = [ray.get(x) if isinstance(x, ray.ObjectRef) else x for x in fallback]
-                    used = "previous"
-        return {"file": ckpt.to_bytes(state), "learner": ckpt.to_bytes(learner), "replay": used, "error": error}
+        counters = {**header["counters"], "learner_updates": int(learner.get("updates", 0))}
+        return {"file": ckpt.to_bytes({**header, "counters": counters, "learner": learner}),
+                "learner": ckpt.to_bytes(learner)}
 
     def serialize(self, state: dict[str, Any]) -> bytes:
         """``state`` as a checkpoint file's bytes (``best.pt``: published weights and their evaluation)."""
