@@ -35,6 +35,7 @@ from ray import tune
 
 from apexrl import checkpoint as ckpt
 from apexrl.config import Config, ConfigError, from_dict, load, to_dict
+from apexrl.core import load_weights
 from apexrl.envs.spaces import codec_of
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, logical_cpus
@@ -103,6 +104,7 @@ class ApexTrainer(tune.Trainable):
             self._shutdown()
             raise
         self._net: Any = None  # built on the first get_policy(): until then this process needs no torch
+        self._acting: Any = None  # what compute_single_action acts with (numpy where the agent allows)
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> Any:
@@ -202,7 +204,10 @@ class ApexTrainer(tune.Trainable):
         ``get_policy().get_initial_state()``) and get ``(action, state_out, {})`` back."""
         if isinstance(state, bool):  # compute_single_action(obs, True): the old positional explore
             state, explore = None, state
-        net = self.get_policy()
+        if self._acting is None:
+            self._acting = self.system.make_acting_network(self.cfg.seed, role="eval")
+        net = self._acting
+        load_weights(net, self.get_weights())  # a numpy MLP needs no torch in this process
         if explore:
             policy = self.system.builder.make_actor_policy(self.cfg, net, self.system.action_space, 0,
                                                            self.system.num_actors, 1, self.training_iteration)
