@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from apexrl.agents.dqn.numpy_q import torso_kind
 from apexrl.agents.encoders import MaskedQ, StructuredEncoder
 from apexrl.config import NetworkConfig
 from apexrl.envs.spaces import ObservationCodec, codec_of
@@ -95,10 +96,6 @@ class QNetwork(nn.Module):
         return self.head(self.torso(x))
 
 
-def is_image_space(space: gym.Space) -> bool:
-    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
-
-
 class StructuredTorso(nn.Module):
     """Per-leaf encoders of a structured observation (``apexrl.agents.encoders``), then the MLP torso."""
 
@@ -113,19 +110,15 @@ class StructuredTorso(nn.Module):
 
 
 def build_torso(observation_space: gym.Space, cfg: NetworkConfig) -> nn.Module:
-    """The torso ``network.kind`` asks for (auto: Nature CNN or MinAtar's conv for uint8 images, an MLP
-    otherwise; structured observations: per-leaf encoders, then the MLP); it has ``out_features``."""
-    codec = codec_of(observation_space)
-    if codec is not None:
-        return StructuredTorso(codec, cfg.torso, cfg.activation)
+    """The torso ``network.kind`` asks for (``numpy_q.torso_kind``: auto is the Nature CNN or MinAtar's conv
+    for uint8 images, an MLP otherwise; structured observations: per-leaf encoders, then the MLP); it has
+    ``out_features``."""
+    kind = torso_kind(observation_space, cfg)
+    if kind == "structured":
+        return StructuredTorso(codec_of(observation_space), cfg.torso, cfg.activation)  # type: ignore[arg-type]
     shape = observation_space.shape
     if shape is None:
         raise ValueError(f"observation space {observation_space} has no shape; DQN needs array observations")
-    kind = cfg.kind
-    if kind == "auto":
-        # The Nature CNN's 8x8/4, 4x4/2, 3x3 convs need at least 36x36 pixels; smaller grids get MinAtar's.
-        kind = ("mlp" if not is_image_space(observation_space)
-                else "nature_cnn" if min(shape[1:]) >= 36 else "minatar")
     if kind in ("nature_cnn", "minatar"):
         if len(shape) != 3:
             raise ValueError(f"network.kind={kind} needs [C, H, W] observations, got shape {shape}")

@@ -24,11 +24,23 @@ def is_image_space(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
 
 
+def torso_kind(observation_space: gym.Space, net: NetworkConfig) -> str:
+    """The torso ``network.kind`` gives these observations: "structured" (per-leaf encoders, then an MLP),
+    else the kind asked for, where auto is the Nature CNN or MinAtar's conv for uint8 images (the Nature
+    CNN's 8x8/4, 4x4/2, 3x3 convs need at least 36x36 pixels) and an MLP otherwise. ``networks.build_torso``
+    builds it; the acting side decides from it whether torch is needed."""
+    if codec_of(observation_space) is not None:
+        return "structured"
+    if net.kind != "auto":
+        return net.kind
+    if not is_image_space(observation_space):
+        return "mlp"
+    return "nature_cnn" if min(observation_space.shape[1:]) >= 36 else "minatar"  # type: ignore[index]
+
+
 def mlp_in_features(observation_space: gym.Space, net: NetworkConfig) -> int | None:
     """Input width of the MLP torso the config builds for these observations, None if it builds another."""
-    if codec_of(observation_space) is not None or observation_space.shape is None:
-        return None
-    if net.kind not in ("auto", "mlp") or (net.kind == "auto" and is_image_space(observation_space)):
+    if observation_space.shape is None or torso_kind(observation_space, net) != "mlp":
         return None
     return int(np.prod(observation_space.shape))
 
@@ -114,4 +126,4 @@ def numpy_q_network(cfg: Config, observation_space: gym.Space, action_space: gym
     return NumpyQNetwork(in_features, int(action_space.n), cfg.network, seed)  # type: ignore[attr-defined]
 
 
-__all__ = ["NumpyQNetwork", "is_image_space", "mlp_in_features", "numpy_acting", "numpy_q_network"]
+__all__ = ["NumpyQNetwork", "is_image_space", "mlp_in_features", "numpy_acting", "numpy_q_network", "torso_kind"]
