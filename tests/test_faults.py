@@ -1,5 +1,6 @@
 """Faults injected for real (processes killed, envs that raise): the run survives or stops cleanly."""
 
+import io
 import os
 import signal
 import threading
@@ -259,6 +260,7 @@ def test_a_shard_dying_just_before_the_final_checkpoint_does_not_cost_the_checkp
 
 
 def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes_on(tmp_path, monkeypatch):
+    from apexrl import checkpoint as ckpt
     from apexrl.runtime import supervisor as sup
 
     seen: list[dict] = []
@@ -270,6 +272,8 @@ def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes
         published = ray.get(ref)
         original(self, err, state)
         # Before the loop hands the new learner any work: its state is exactly what it recovered.
+        if isinstance(state, bytes):  # the last checkpoint file as the learner composed it
+            state = ckpt.safe_load(io.BytesIO(state))["learner"]
         seen.append({"published": published, "version": version, "checkpoint_updates":
                      None if state is None else int(state["updates"]),
                      "recovered": ray.get(self.topology.learner.state_dict.remote())})

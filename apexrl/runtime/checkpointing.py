@@ -49,7 +49,8 @@ class Checkpointer:
         self.replay_snapshot: list[dict[str, Any]] | None = None  # the last complete one (shard restarts use it)
         self.last: Path | None = None
         self.inflight: dict[str, Any] | None = None  # a periodic checkpoint's requests
-        self.learner_state: dict[str, Any] | bytes | None = None  # the last saved one: a restarted learner's start
+        # The last saved learner state (or its checkpoint's bytes): a restarted learner's start.
+        self.learner_state: dict[str, Any] | bytes | None = None
 
     def resume(self, state: dict[str, Any], path: Path) -> None:
         self.progress.restore(state["counters"])
@@ -117,11 +118,9 @@ class Checkpointer:
 
     def save(self, refs: dict[str, Any], run_dir: Path | None = None) -> Path:
         """Write the checkpoint ``refs`` (from ``request``) asked for, under ``run_dir`` (default: the run's own)."""
-        got = ray.get(refs["learner"])
-        self.learner_state = got["learner"]
-        state: dict[str, Any] | bytes = got["file"]
-        if "replay" in refs:
-            state = self._with_replay(got["file"], refs)
+        file = ray.get(refs["learner"])
+        self.learner_state = file  # without replay, which the driver adds below: small
+        state: dict[str, Any] | bytes = self._with_replay(file, refs) if "replay" in refs else file
         self.last = ckpt.save(run_dir or self.run_dir, state, step=refs["step"], keep=self.cfg.checkpoint.keep)
         return self.last
 

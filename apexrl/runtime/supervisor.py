@@ -37,7 +37,7 @@ class Supervisor:
     def learner_ok(self) -> None:
         self.learner_streak = 0
 
-    def restart_learner(self, err: Exception, state: dict[str, Any] | None) -> None:
+    def restart_learner(self, err: Exception, state: dict[str, Any] | bytes | None) -> None:
         """Replace a dead or failing learner: the newest published weights, the last checkpoint's
         optimizer/target/counters (``state``), the same shards. One that fails again before finishing a
         chunk is a crash loop, and stops the run."""

@@ -119,16 +119,14 @@ class LearnerWorker:
     def state_dict(self) -> dict[str, Any]:
         return self.loop.learner.state_dict()
 
-    def checkpoint(self, header: dict[str, Any]) -> dict[str, Any]:
+    def checkpoint(self, header: dict[str, Any]) -> bytes:
         """A checkpoint file's bytes, composed here where torch is (the driver has none): this learner's
-        state and the driver's ``header`` (counters, config) with the learner's own update count. Also the
-        learner's state alone, a restarted learner's start."""
+        state and the driver's ``header`` (counters, config) with the learner's own update count."""
         from apexrl import checkpoint as ckpt
 
         learner = self.loop.learner.state_dict()
         counters = {**header["counters"], "learner_updates": int(learner.get("updates", 0))}
-        return {"file": ckpt.to_bytes({**header, "counters": counters, "learner": learner}),
-                "learner": ckpt.to_bytes(learner)}
+        return ckpt.to_bytes({**header, "counters": counters, "learner": learner})
 
     def serialize(self, state: dict[str, Any]) -> bytes:
         """``state`` as a checkpoint file's bytes (``best.pt``: published weights and their evaluation)."""
@@ -146,14 +144,15 @@ class LearnerWorker:
     def recover(self, state: dict[str, Any] | bytes | None, weights: dict[str, np.ndarray] | None,
                 version: int) -> None:
         """Take over from a dead learner: optimizer, target network and counters from ``state`` (the last
-        checkpoint's learner state, if any, or its bytes), the network from the newest published ``weights``,
-        and the update count from their ``version``, so that publications stay newer than what actors hold."""
+        checkpoint's learner state, if any, or that checkpoint file's bytes), the network from the newest
+        published ``weights``, and the update count from their ``version``, so that publications stay newer
+        than what actors hold."""
         if isinstance(state, bytes):
             import io
 
             from apexrl import checkpoint as ckpt
 
-            state = ckpt.safe_load(io.BytesIO(state))
+            state = ckpt.safe_load(io.BytesIO(state))["learner"]
         learner = self.loop.learner
         merged = dict(state) if state is not None else learner.state_dict()
         if weights is not None:
