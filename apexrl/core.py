@@ -10,7 +10,7 @@ belongs to the runtime (``apexrl.runtime``), which knows these interfaces and no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -51,12 +51,3 @@ def load_numpy_state_dict(module: torch.nn.Module, weights: Weights) -> None:
 
     module.load_state_dict({k: v if isinstance(v, torch.Tensor) else torch.as_tensor(np.array(v))
                             for k, v in weights.items()})
-
-
-def load_weights(network: Any, weights: Weights) -> None:
-    """Published weights into what a policy acts with: a torch module, or a torch-free network with
-    ``load`` (an agent's numpy MLP)."""
-    if hasattr(network, "load_state_dict"):
-        load_numpy_state_dict(network, weights)
-    else:
-        network.load(weights)

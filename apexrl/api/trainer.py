@@ -35,7 +35,6 @@ from ray import tune
 
 from apexrl import checkpoint as ckpt
 from apexrl.config import Config, ConfigError, from_dict, load, to_dict
-from apexrl.core import load_weights
 from apexrl.envs.spaces import codec_of
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, logical_cpus
@@ -206,8 +205,7 @@ class ApexTrainer(tune.Trainable):
             state, explore = None, state
         if self._acting is None:
             self._acting = self.system.make_acting_network(self.cfg.seed, role="eval")
-        net = self._acting
-        load_weights(net, self.get_weights())  # a numpy MLP needs no torch in this process
+        net = self._acting  # a numpy MLP needs no torch in this process
         if explore:
             policy = self.system.builder.make_actor_policy(self.cfg, net, self.system.action_space, 0,
                                                            self.system.num_actors, 1, self.training_iteration)
@@ -215,6 +213,7 @@ class ApexTrainer(tune.Trainable):
                 policy.warmup_steps = 0
         else:
             policy = self.system.make_eval_policy(net, 1, seed=self.training_iteration, explore=0.0)
+        policy.set_weights(self.get_weights())
         codec = codec_of(self.system.observation_space)
         row = np.asarray(observation) if codec is None or _is_row(observation, codec.row_bytes) else codec.pack(observation)
         if state is not None and hasattr(policy, "set_recurrent_state"):
