@@ -15,7 +15,7 @@ a driver thread, ``ray_logs.py``). Together ~170 MB and ~1 s of start-up and shu
 ``ray.init`` offers no switch for them, so ``lean_node`` sets the node's own parameters (``no_monitor``,
 ``include_log_monitor``, as ``ray start`` has them) for the length of the call. Ray's per-node agents
 stay: the raylet refuses to start without them. Its worker processes run ``ray_worker.py``, which starts
-importing torch before a role is asked of them.
+importing the roles' modules (not torch) before a role is asked of them.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def lean_node(keep_dashboard: bool) -> Iterator[bool]:
     def init(self: Any, ray_params: Any, *args: Any, **kw: Any) -> None:
         ray_params.no_monitor = True
         ray_params.include_log_monitor = False
-        ray_params.worker_path = str(Path(__file__).with_name("ray_worker.py"))  # torch imported at once
+        ray_params.worker_path = str(Path(__file__).with_name("ray_worker.py"))  # roles' modules imported at once
         original_init(self, ray_params, *args, **kw)
 
     def no_api_server(self: Any, **kw: Any) -> None:
