@@ -19,8 +19,8 @@ import sys
 import threading
 
 LIGHT_ENV = "APEXRL_LIGHT_WORKER"
-# ``@ray.remote(..., **LIGHT)`` on a role that needs neither torch nor gymnasium: Ray gives it a worker of its own, started with
-# this variable (a worker's runtime env is part of what it can be reused for).
+# ``@ray.remote(..., **LIGHT)`` on a role that needs neither torch nor gymnasium: Ray gives it a worker of
+# its own, started with this variable (a worker's runtime env is part of what it can be reused for).
 LIGHT = {"runtime_env": {"env_vars": {LIGHT_ENV: "1"}}}
 
 
