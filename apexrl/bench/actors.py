@@ -52,8 +52,8 @@ def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
 
     from apexrl.envs import is_atari
     from apexrl.runtime.assembly import assemble
-    from apexrl.runtime.chunks import first_actor_chunk, next_actor_chunk
     from apexrl.runtime.cluster import init_ray, shutdown_ray
+    from apexrl.runtime.driver import first_actor_chunk, next_actor_chunk
     from apexrl.runtime.transport import ParameterServer
     from apexrl.runtime.workers import ActorWorker, ReplayShardWorker
 

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
@@ -28,7 +29,6 @@ from apexrl.envs.spaces import codec_of
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
 from apexrl.runtime.checkpointing import Checkpointer
-from apexrl.runtime.chunks import LEARNER_CHUNK_S, first_actor_chunk, next_actor_chunk, within_budget
 from apexrl.runtime.cluster import (
     ClusterError,
     cause,
@@ -47,6 +47,23 @@ from apexrl.runtime.supervisor import Supervisor, TrainingError
 from apexrl.runtime.topology import Topology
 
 log = logging.getLogger(__name__)
+
+ACTOR_CHUNK_S = 0.25
+LEARNER_CHUNK_S = 0.25
+
+
+def first_actor_chunk(envs_per_actor: int) -> int:
+    """Vector steps of an actor's first ``run`` call, before its speed is known (~256 env steps)."""
+    return max(1, 256 // envs_per_actor)
+
+
+def next_actor_chunk(res: dict[str, Any], envs_per_actor: int) -> int:
+    """Vector steps for ~ACTOR_CHUNK_S of acting at the speed the last chunk ran: long enough that a Ray
+    call per chunk costs the actor (and the driver) little, short enough that a dead actor is noticed and
+    the report stays current."""
+    per_step = res["time_s"] / max(1, res["env_steps"] // envs_per_actor)
+    return int(np.clip(ACTOR_CHUNK_S / max(per_step, 1e-6), 1, 10_000))
+
 
 def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str | os.PathLike[str] | None = None,
           address: str | None = None, resume: str | os.PathLike[str] | None = None, dashboard: bool = False,
@@ -142,7 +159,6 @@ class Loop:
         self.run_dir = run_dir
         self.pending: dict[Any, tuple[str, int]] = {}
         self.chunk = {i: first_actor_chunk(cfg.actors.envs_per_actor) for i in range(topology.num_actors)}
-        self.issued: dict[int, int] = {}  # env steps of each actor's chunk in flight
         # Short: a stop waits for the chunk in flight before the final checkpoint (1 s chunks made it ~0.8 s).
         self.learner_chunk = min(LEARNER_CHUNK_S, cfg.logging.report_interval_s / 2)
         self.holding = False  # no new chunks: actors and learner stand still once theirs finish
@@ -150,13 +166,7 @@ class Loop:
 
     def _start_actor(self, i: int) -> None:
         if not (self.holding or self._actors_held):
-            E = self.cfg.actors.envs_per_actor
-            steps = within_budget(self.chunk[i], E, self.cfg.stop.max_env_steps, self.progress.env_steps,
-                                  sum(self.issued.values()))
-            if not steps:
-                return  # the budget is spoken for: this actor waits for the stop
-            self.issued[i] = steps * E
-            self.pending[self.topology.actors[i].run.remote(steps, self.progress.env_steps)] = ("actor", i)
+            self.pending[self.topology.actors[i].run.remote(self.chunk[i], self.progress.env_steps)] = ("actor", i)
 
     def _start_learner(self) -> None:
         if not self.holding:
@@ -187,8 +197,6 @@ class Loop:
     def _collect(self, ref: Any, window: Window) -> dict[str, Any] | None:
         """One finished chunk: count it and reissue the work; return the learner's stats if it was his."""
         kind, i = self.pending.pop(ref)
-        if kind == "actor":
-            self.issued.pop(i, None)
         E = self.cfg.actors.envs_per_actor
         try:
             res = ray.get(ref)
