@@ -13,9 +13,10 @@ nothing to do (``lean_node``): the autoscaler monitor (no cluster to scale), the
 is off unless ``--dashboard``; without it, it serves usage statistics only) and the log monitor (replaced by
 a driver thread, ``ray_logs.py``). Together ~170 MB and ~1 s of start-up and shutdown on a 2-core laptop.
 ``ray.init`` offers no switch for them, so ``lean_node`` sets the node's own parameters (``no_monitor``,
-``include_log_monitor``, as ``ray start`` has them) for the length of the call. Ray's per-node agents
-stay: the raylet refuses to start without them. Its worker processes run ``ray_worker.py``, which starts
-importing the roles' modules (not torch) before a role is asked of them.
+``include_log_monitor``, as ``ray start`` has them) for the length of the call. The raylet's two agents
+(metrics and jobs; runtime envs: ~135 MB) will not be left out, so without the dashboard they are
+``ray_agents.py``'s small stand-ins. Its worker processes run ``ray_worker.py``, which starts importing
+the roles' modules (not torch) before a role is asked of them.
 """
 
 from __future__ import annotations
@@ -88,18 +89,22 @@ def start(num_cpus: int, dashboard: bool, **kwargs: Any) -> None:
 @contextlib.contextmanager
 def lean_node(keep_dashboard: bool) -> Iterator[bool]:
     """While open, a head node that ``ray.init`` starts runs without the autoscaler monitor, the log
-    monitor and (unless ``keep_dashboard``) the dashboard head, with ``ray_worker.py`` as its worker. Yields
+    monitor and (unless ``keep_dashboard``) the dashboard head and Ray's agents, with ``ray_worker.py`` as
+    its worker. Yields
     whether it could (Ray's internals as expected); otherwise Ray starts as usual."""
     from ray._private import node as node_mod
+    from ray._private import ray_constants, services
     from ray._private.parameter import RayParams
 
     Node = node_mod.Node
     params = inspect.signature(RayParams).parameters
-    if not ("no_monitor" in params and "include_log_monitor" in params and hasattr(Node, "start_api_server")):
+    if not ("no_monitor" in params and "include_log_monitor" in params and hasattr(Node, "start_api_server")
+            and hasattr(services, "start_ray_process")):
         log.debug("Ray %s: cannot leave out its monitor processes; starting them", ray.__version__)
         yield False
         return
     original_init, original_api = Node.__init__, Node.start_api_server
+    original_start = services.start_ray_process
 
     def init(self: Any, ray_params: Any, *args: Any, **kw: Any) -> None:
         ray_params.no_monitor = True
@@ -110,13 +115,36 @@ def lean_node(keep_dashboard: bool) -> Iterator[bool]:
     def no_api_server(self: Any, **kw: Any) -> None:
         self._webui_url = None
 
+    def start_process(command: list[str], process_type: str, *a: Any, **kw: Any) -> Any:
+        if process_type == ray_constants.PROCESS_TYPE_RAYLET:
+            command = stand_in_agents(command, services.RAY_PATH)
+        return original_start(command, process_type, *a, **kw)
+
     Node.__init__ = init  # type: ignore[method-assign]
     if not keep_dashboard:
         Node.start_api_server = no_api_server  # type: ignore[method-assign]
+        services.start_ray_process = start_process
     try:
         yield True
     finally:
         Node.__init__, Node.start_api_server = original_init, original_api  # type: ignore[method-assign]
+        services.start_ray_process = original_start
+
+
+def stand_in_agents(raylet_command: list[str], ray_path: str) -> list[str]:
+    """The raylet's command with ``ray_agents.py`` for its agents, Ray's arguments kept. An agent whose
+    command is not as expected (another Ray) keeps Ray's own."""
+    ours = str(Path(__file__).with_name("ray_agents.py"))
+    agents = {"--dashboard_agent_command=": (os.path.join(ray_path, "dashboard", "agent.py"), "dashboard"),
+              "--runtime_env_agent_command=": (os.path.join(ray_path, "_private", "runtime_env", "agent",
+                                                            "main.py"), "runtime-env")}
+    out = []
+    for arg in raylet_command:
+        for flag, (script, role) in agents.items():
+            if arg.startswith(flag) and f" {script} " in arg:
+                arg = arg.replace(f" {script} ", f" {subprocess.list2cmdline([ours, role])} ", 1)
+        out.append(arg)
+    return out
 
 
 def stop() -> None:
