@@ -22,10 +22,11 @@ _ROLES = (
     ("ray::ActorWorker", "actor"), ("ray::LearnerWorker", "learner"), ("ray::ReplayShardWorker", "replay shard"),
     ("ray::ParameterServer", "parameter server"), ("ray::DashboardAgent", "Ray dashboard agent"),
     ("ray::RuntimeEnvAgent", "Ray runtime-env agent"), ("ray::IDLE", "Ray idle worker"),
-    ("gcs_server", "Ray GCS"), ("raylet", "Ray raylet"), ("dashboard/dashboard.py", "Ray dashboard head"),
+    ("ray_agents.py dashboard", "Ray dashboard agent, stand-in"),  # before "raylet": its arguments name it
+    ("ray_agents.py runtime-env", "Ray runtime-env agent, stand-in"), ("gcs_server", "Ray GCS"),
+    ("raylet", "Ray raylet"), ("dashboard/dashboard.py", "Ray dashboard head"),
     ("autoscaler/_private/monitor.py", "Ray autoscaler monitor"), ("log_monitor.py", "Ray log monitor"),
-    ("apexrl/runtime/reaper.py", "apexrl watchdog"), ("ray_agents.py dashboard", "Ray dashboard agent, stand-in"),
-    ("ray_agents.py runtime-env", "Ray runtime-env agent, stand-in"), ("ray::", "other Ray worker"),
+    ("apexrl/runtime/reaper.py", "apexrl watchdog"), ("ray::", "other Ray worker"),
 )
 
 

@@ -104,8 +104,8 @@ def test_roles_are_named_from_command_lines():
     assert role_of(["/venv/bin/python", "/venv/lib/ray/dashboard/dashboard.py", "--host=127.0.0.1"]) == \
         "Ray dashboard head"
     assert role_of(["/venv/lib/ray/core/src/ray/raylet/raylet", "--raylet_socket_name=x"]) == "Ray raylet"
-    assert role_of(["/venv/bin/python", "-u", "/src/apexrl/runtime/ray_agents.py", "runtime-env", "--node-id=N"]) \
-        == "Ray runtime-env agent, stand-in"
+    assert role_of(["/venv/bin/python", "-u", "/src/apexrl/runtime/ray_agents.py", "dashboard", "--node-id=N",
+                    "--raylet-name=/tmp/ray/session/sockets/raylet"]) == "Ray dashboard agent, stand-in"
     assert role_of(["ray::SomethingElse"]) == "other Ray worker"
     assert role_of(["python", "train.py"]) == "other"
     assert role_of(["python", "train.py"], root=True) == "driver"
