@@ -22,8 +22,7 @@ _ROLES = (
     ("ray::ActorWorker", "actor"), ("ray::LearnerWorker", "learner"), ("ray::ReplayShardWorker", "replay shard"),
     ("ray::ParameterServer", "parameter server"), ("ray::DashboardAgent", "Ray dashboard agent"),
     ("ray::RuntimeEnvAgent", "Ray runtime-env agent"), ("ray::IDLE", "Ray idle worker"),
-    ("ray_agents.py dashboard", "Ray dashboard agent, stand-in"),  # before "raylet": its arguments name it
-    ("ray_agents.py runtime-env", "Ray runtime-env agent, stand-in"), ("gcs_server", "Ray GCS"),
+    ("gcs_server", "Ray GCS"),
     ("raylet", "Ray raylet"), ("dashboard/dashboard.py", "Ray dashboard head"),
     ("autoscaler/_private/monitor.py", "Ray autoscaler monitor"), ("log_monitor.py", "Ray log monitor"),
     ("apexrl/runtime/reaper.py", "apexrl watchdog"), ("ray::", "other Ray worker"),
@@ -34,6 +33,9 @@ def role_of(cmdline: list[str], root: bool = False) -> str:
     """The role a process plays, from its command line (``root``: the process that started the run)."""
     if root:
         return "driver"
+    for i, arg in enumerate(cmdline[:-1]):  # by argument: the raylet's own arguments name these scripts too
+        if arg.endswith("ray_agents.py"):
+            return f"Ray {cmdline[i + 1]} agent, stand-in"
     text = " ".join(cmdline)
     for marker, role in _ROLES:
         if marker in text:

@@ -1,6 +1,6 @@
 """The stand-ins for the raylet's agents speak the raylet's protocol: ports left where Ray's own agents
 leave them, requests and replies in the protobuf messages Ray defines, and a private Ray comes up with
-them, serves ``env_vars`` runtime envs and refuses other kinds in one line."""
+them, serves ``env_vars`` runtime envs and refuses other kinds in one line; its workers stay lean."""
 
 from __future__ import annotations
 
@@ -88,6 +88,13 @@ class _Light:
         return os.environ.get(LIGHT_ENV)
 
 
+@ray.remote
+def _modules(x: object) -> list[str]:
+    import sys
+
+    return [m for m in ("pyarrow", "pydantic", "aiohttp", "torch") if m in sys.modules]
+
+
 @ray.remote(runtime_env={"pip": ["nothing-to-install"]})
 def _needs_pip() -> int:
     return 1
@@ -116,6 +123,8 @@ def test_a_private_ray_runs_with_the_stand_ins(monkeypatch):
         agents = _agents()
         assert set(agents) == {"dashboard", "runtime-env"}, agents
         assert ray.get(_Light.remote().env.remote(), timeout=120) == "1"
+        # A worker that got and returned objects loaded none of Ray's add-on or dashboard modules.
+        assert ray.get(_modules.remote(ray.put({"a": [1, 2]})), timeout=120) == []
         with pytest.raises(ray.exceptions.RuntimeEnvSetupError, match="only env_vars runtime envs, not pip"):
             ray.get(_needs_pip.remote(), timeout=120)
         port = next(c.laddr.port for c in agents["runtime-env"].net_connections(kind="inet")

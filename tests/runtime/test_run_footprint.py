@@ -106,6 +106,9 @@ def test_roles_are_named_from_command_lines():
     assert role_of(["/venv/lib/ray/core/src/ray/raylet/raylet", "--raylet_socket_name=x"]) == "Ray raylet"
     assert role_of(["/venv/bin/python", "-u", "/src/apexrl/runtime/ray_agents.py", "dashboard", "--node-id=N",
                     "--raylet-name=/tmp/ray/session/sockets/raylet"]) == "Ray dashboard agent, stand-in"
+    assert role_of(["/venv/lib/ray/raylet", "--raylet_socket_name=x",
+                    "--dashboard_agent_command=/venv/bin/python -u /src/apexrl/runtime/ray_agents.py dashboard"]) \
+        == "Ray raylet"
     assert role_of(["ray::SomethingElse"]) == "other Ray worker"
     assert role_of(["python", "train.py"]) == "other"
     assert role_of(["python", "train.py"], root=True) == "driver"
