@@ -195,7 +195,7 @@ def bench_replay_memory(capacity: int, envs: int, send_every: int, n: int = 3, s
             frames_sent += len(payload["frames"])
             sent += len(batch["action"])
             pending, count = [], 0
-    tree_bytes = 32 * capacity  # sum + min tree, float64, ~2 nodes per leaf each (replay/sum_tree.py)
+    tree_bytes = 9 * capacity  # float64 leaves, and a sum and a min per block of >= 16 (replay/sum_tree.py)
     total = buf.nbytes + tree_bytes
     per = total / len(buf)
     return {"capacity": capacity, "stored": len(buf), "frame_capacity": buf.frame_capacity,

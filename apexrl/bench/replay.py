@@ -116,7 +116,7 @@ def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- driver
 def plan(quick: bool) -> list[tuple[str, int, list[str]]]:
-    everyone = ["apexrl", "cpprb", "torchrl", "naive"]
+    everyone = ["apexrl", "apexrl-numba", "cpprb", "torchrl", "naive"]
     if quick:
         return [("cartpole", 100_000, everyone), ("atari", 10_000, everyone)]
     return [("cartpole", 1_000_000, everyone), ("atari", 100_000, everyone), ("atari", 1_000_000, ["apexrl"])]
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small capacities, ~1 minute")
     p.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default 3, quick 2)")
     p.add_argument("--reps", type=int, default=None, help="calls per operation per round (default 30, quick 15)")
-    p.add_argument("--impls", default="apexrl,cpprb,torchrl,naive", help="comma-separated subset")
+    p.add_argument("--impls", default="apexrl,apexrl-numba,cpprb,torchrl,naive", help="comma-separated subset")
     p.add_argument("--out", default=None, help="JSON path (default bench-results/replay-<date>.json)")
     p.add_argument("--_child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

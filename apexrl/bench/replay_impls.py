@@ -116,12 +116,14 @@ class Adapter:
 
 class ApexAdapter(Adapter):
     name = "apexrl"
+    backend = "auto"  # the default: numpy block tree
 
     def build(self) -> None:
         from apexrl.replay import FramePrioritizedReplay, PrioritizedReplay
 
-        self.buf = (PrioritizedReplay(self.capacity, ALPHA, seed=0) if self.wl.kind == "cartpole"
-                    else FramePrioritizedReplay(self.capacity, ALPHA, seed=0))
+        self.buf = (PrioritizedReplay(self.capacity, ALPHA, seed=0, backend=self.backend)
+                    if self.wl.kind == "cartpole"
+                    else FramePrioritizedReplay(self.capacity, ALPHA, seed=0, backend=self.backend))
 
     def _make(self, b: int, size: int) -> Any:
         if self.wl.kind == "cartpole":
@@ -141,6 +143,13 @@ class ApexAdapter(Adapter):
 
     def stored(self) -> int:
         return len(self.buf)
+
+
+class ApexNumbaAdapter(ApexAdapter):
+    """apexrl with the numba binary sum tree (``backend="numba"``), the default before numpy blocks."""
+
+    name = "apexrl-numba"
+    backend = "numba"
 
 
 class CpprbAdapter(Adapter):
@@ -319,5 +328,6 @@ def torchrl_skip_reason() -> str | None:
 
 
 ADAPTERS: dict[str, Callable[[Workload, int], Adapter]] = {
-    "apexrl": ApexAdapter, "cpprb": CpprbAdapter, "torchrl": TorchRLAdapter, "naive": NaiveAdapter,
+    "apexrl": ApexAdapter, "apexrl-numba": ApexNumbaAdapter, "cpprb": CpprbAdapter, "torchrl": TorchRLAdapter,
+    "naive": NaiveAdapter,
 }

@@ -1,7 +1,7 @@
 """Prioritized replay for Ape-X: sum tree, sampler, array storage and frame de-duplication.
 
 Names load on first use: actors and learners import ``apexrl.replay.frames`` / ``nstep`` and should not
-pay for numba (~0.35 s of CPU per process at start-up); only the shards need the sum tree.
+pay for the rest; only the shards need the sum tree (and frame replay's numba kernel, only for images).
 """
 
 from __future__ import annotations

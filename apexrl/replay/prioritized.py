@@ -35,7 +35,7 @@ class PrioritizedReplay(SamplerViews):
         capacity: transitions kept; the oldest are overwritten first.
         alpha: prioritization exponent (0 = uniform, 1 = fully proportional).
         seed: seed of the sampling RNG (its state is part of ``state_dict``).
-        backend: sum-tree backend, "auto" (numba when importable), "numba" or "numpy".
+        backend: sum-tree backend, "auto" or "numpy" (numpy blocks), or "numba" (a compiled binary tree).
     """
 
     def __init__(self, capacity: int, alpha: float = 0.6, seed: int | None = None,

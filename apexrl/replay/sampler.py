@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from apexrl.replay.sum_tree import Backend, SumTree
+from apexrl.replay.sum_tree import Backend, make_sum_tree
 
 
 def check_priorities(priorities: Any, n: int) -> np.ndarray:
@@ -60,7 +60,7 @@ class PrioritizedSampler:
             raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
         self.capacity = int(capacity)
         self.alpha = float(alpha)
-        self._tree = SumTree(self.capacity, backend=backend)
+        self._tree = make_sum_tree(self.capacity, backend=backend)
         self._rng = np.random.default_rng(seed)
         self._oldest_id = 0  # first live id
         self._next_id = 0  # id the next insert gets == total ever inserted
@@ -155,8 +155,10 @@ class PrioritizedSampler:
         return int(ids.size)
 
     # ----------------------------------------------------------------- sampling
-    def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
-        """Draw ``batch_size`` live ids ∝ p^alpha (stratified); return ``(ids int64, weights float32)``."""
+    def sample(self, batch_size: int, beta: float, num_batches: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Draw ``batch_size`` live ids ∝ p^alpha (stratified); return ``(ids int64, weights float32)``.
+        ``num_batches`` > 1: that many such batches, one after the other, in one search of the tree (the
+        same ids as as many calls: the uniforms come from the RNG in the same order)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
         if not (np.isfinite(beta) and beta >= 0.0):
@@ -167,7 +169,8 @@ class PrioritizedSampler:
         if not total > 0.0:
             raise ValueError("cannot sample: every live item has priority 0")
         segment = total / batch_size
-        targets = (np.arange(batch_size) + self._rng.random(batch_size)) * segment
+        strata = np.tile(np.arange(batch_size), num_batches) if num_batches > 1 else np.arange(batch_size)
+        targets = (strata + self._rng.random(batch_size * num_batches)) * segment
         slots, values = self._tree.find_prefix(targets)
         ids = self._oldest_id + (slots - self._oldest_id) % self.capacity
         # w_i = (v_i / v_min)^-beta with v = p^alpha (module docstring), written as
@@ -246,7 +249,4 @@ class SamplerViews:
     def draw(self, batch_size: int, beta: float, num_batches: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, weights)`` of ``num_batches`` independent batches, each stratified over the whole tree as
         by a separate ``sample``, end to end: the arrays come in one gather (see ``gather``)."""
-        if num_batches == 1:
-            return self._sampler.sample(batch_size, beta)
-        parts = [self._sampler.sample(batch_size, beta) for _ in range(num_batches)]
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        return self._sampler.sample(batch_size, beta, num_batches)
