@@ -50,3 +50,24 @@ def test_writing_tensorboard_files_does_not_load_torch(tmp_path):
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+def test_tensorboard_is_loaded_at_the_first_scalar_and_text_written_before_it_is_kept(tmp_path):
+    code = ("import sys; from pathlib import Path; from apexrl.metrics import MetricsWriter; "
+            f"w = MetricsWriter(Path({str(tmp_path)!r})); w.hparams({{'seed': 3}}); "
+            "print('tensorboard' in sys.modules); w.write({'loss': 1.0}, 1); print('tensorboard' in sys.modules); "
+            "w.close()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+    acc = _read(tmp_path / "tb")
+    assert [e.value for e in acc.Scalars("losses/td_loss")] == [1.0]
+    [text] = acc.Tensors("hyperparameters/text_summary")
+    assert b"|seed|3|" in text.tensor_proto.string_val[0]
+
+
+def test_a_run_that_reports_nothing_still_leaves_its_hyperparameters(tmp_path):
+    w = MetricsWriter(tmp_path)
+    w.hparams({"seed": 3})
+    w.close()
+    [text] = _read(tmp_path / "tb").Tensors("hyperparameters/text_summary")
+    assert b"|seed|3|" in text.tensor_proto.string_val[0]

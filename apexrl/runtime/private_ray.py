@@ -17,8 +17,8 @@ a driver thread, ``ray_logs.py``). Together ~170 MB and ~1 s of start-up and shu
 (metrics and jobs; runtime envs: ~135 MB) will not be left out, so without the dashboard they are
 ``ray_agents.py``'s small stand-ins. Its worker processes run ``ray_worker.py``, which starts importing
 the roles' modules (not torch) before a role is asked of them. ``ray.init`` itself waited ~0.9 s for
-nothing (``await_node``) and imported the dashboard's dependencies into the driver to choose the agents'
-mode. With all of it, a private Ray is up in ~1 s here instead of ~2 s.
+nothing (``await_node``, ``quick_retries``) and imported the dashboard's dependencies into the driver to
+choose the agents' mode. With all of it, a private Ray is up in ~1 s here instead of ~2 s.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ def start(num_cpus: int, dashboard: bool, **kwargs: Any) -> None:
         from apexrl.runtime.ray_worker import lean_serializers
 
         _restore_serializers = lean_serializers()
+        kwargs["_system_config"] = {**quick_retries(), **kwargs.get("_system_config", {})}
         with lean_node(keep_dashboard=dashboard) as lean:
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard, dashboard_host="127.0.0.1",
                      _node_ip_address="127.0.0.1", **kwargs)
@@ -147,6 +148,16 @@ def lean_node(keep_dashboard: bool) -> Iterator[bool]:
         Node.__init__, Node.start_api_server = original_init, original_api  # type: ignore[method-assign]
         services.start_ray_process, services.get_node = original_start, original_get_node
         utils.get_dashboard_dependency_error = original_deps
+
+
+def quick_retries() -> dict[str, int]:
+    """Ray's processes connect to the raylet's and the object store's sockets with up to 10 attempts 1 s
+    apart; the raylet's own object manager races its store thread for that socket, lost the race in about
+    one start of two here and waited a whole second. The same 10 s in 50 ms steps."""
+    from ray._raylet import Config
+
+    keys = {"raylet_client_connect_timeout_milliseconds": 50, "raylet_client_num_connect_attempts": 200}
+    return {k: v for k, v in keys.items() if hasattr(Config, k)}  # names this Ray knows
 
 
 def await_node(gcs_address: str, node_id: str, timeout_s: float = 10.0) -> bool:

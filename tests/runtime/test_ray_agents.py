@@ -153,3 +153,11 @@ def test_with_the_dashboard_rays_own_agents_run():
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
     assert out.stdout.split() == ["RAYS"], out.stdout + out.stderr[-2000:]
+
+
+def test_quick_retries_keep_rays_ten_seconds_in_smaller_steps():
+    from ray._raylet import Config
+
+    retries = private_ray.quick_retries()
+    assert retries == {"raylet_client_connect_timeout_milliseconds": 50, "raylet_client_num_connect_attempts": 200}
+    assert 50 * 200 == Config.raylet_client_connect_timeout_milliseconds() * Config.raylet_client_num_connect_attempts()
