@@ -35,7 +35,9 @@ def test_a_cartpole_run_starts_only_what_it_uses_and_leaves_nothing_behind(tmp_p
     (tmp_path / "noisy_env.py").write_text(NOISY_ENV)
     run, log = tmp_path / "run", tmp_path / "out.txt"
     with log.open("w") as f:  # a file, not a pipe: nobody reads a pipe while we watch, and a full one blocks
-        proc = subprocess.Popen([sys.executable, "-m", "apexrl", "train", "--max-env-steps", "3000", "--console",
+        # Long enough for every role to come up and the learner to train: at ~3,000 env steps a run on a fast
+        # start could be over before the shard's new worker process had become the shard.
+        proc = subprocess.Popen([sys.executable, "-m", "apexrl", "train", "--max-env-steps", "15000", "--console",
                                  "plain", "--set", "env.id=noisy_env.NoisyCartPole", "--run-dir", str(run)],
                                 env={**user_env(), "PYTHONPATH": str(tmp_path)}, cwd=tmp_path, stdout=f, stderr=subprocess.STDOUT)
     root = psutil.Process(proc.pid)
