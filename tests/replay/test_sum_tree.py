@@ -207,3 +207,23 @@ def test_docstring_examples_run() -> None:
 
     for module in (sum_tree, prioritized):
         assert doctest.testmod(module).failed == 0
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_a_replay_samples_the_same_ids_with_either_tree() -> None:
+    """Through adds that wrap the ring and priority updates: the sampled ids and weights are identical."""
+    from apexrl.replay.prioritized import PrioritizedReplay
+
+    rng = np.random.default_rng(0)
+    bufs = [PrioritizedReplay(500, 0.9, seed=1, backend=b) for b in ("numpy", "numba")]
+    for step in range(300):
+        n = int(rng.integers(1, 20))
+        batch, priorities = {"x": rng.random((n, 2)).astype(np.float32)}, rng.random(n) * 5
+        for b in bufs:
+            b.add(batch, priorities)
+        if step > 5:
+            (i0, w0), (i1, w1) = (b._sampler.sample(16, 0.6, 4) for b in bufs)
+            assert np.array_equal(i0, i1) and np.array_equal(w0, w1)
+            new = rng.random(i0.size) * 3
+            for b in bufs:
+                b.update_priorities(i0, new)
