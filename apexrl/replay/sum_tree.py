@@ -24,7 +24,7 @@ Invariants (hold after every public call):
 from __future__ import annotations
 
 import importlib.util
-from typing import Literal, Protocol
+from typing import Literal
 
 import numpy as np
 
@@ -32,23 +32,7 @@ Backend = Literal["auto", "numba", "numpy"]
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None  # found, not imported: only its tree imports it
 
 
-class SumTreeLike(Protocol):
-    capacity: int
-    backend: str
-
-    @property
-    def total(self) -> float: ...
-    @property
-    def min(self) -> float: ...
-    def get(self, indices: np.ndarray) -> np.ndarray: ...
-    def values(self) -> np.ndarray: ...
-    def find_prefix(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
-    def set(self, indices: np.ndarray, values: np.ndarray) -> None: ...
-    def set_range(self, start: int, values: np.ndarray) -> None: ...
-    def set_all(self, values: np.ndarray) -> None: ...
-
-
-def make_sum_tree(capacity: int, backend: Backend = "auto") -> SumTreeLike:
+def make_sum_tree(capacity: int, backend: Backend = "auto") -> CheckedTree:
     """The tree for ``capacity`` leaves: numpy blocks ("auto", "numpy") or the numba binary tree."""
     if backend not in ("auto", "numba", "numpy"):
         raise ValueError(f"backend must be 'auto', 'numba' or 'numpy', got {backend!r}")
@@ -57,32 +41,91 @@ def make_sum_tree(capacity: int, backend: Backend = "auto") -> SumTreeLike:
             raise ValueError("backend='numba' requested but numba is not installed")
         from apexrl.replay.sum_tree_numba import NumbaSumTree
 
-        return _Checked(NumbaSumTree(_capacity(capacity)))
+        return NumbaSumTree(capacity)
     return SumTree(capacity)
 
 
-def _capacity(capacity: int) -> int:
-    if int(capacity) < 1:
-        raise ValueError(f"SumTree capacity must be >= 1, got {capacity!r}")
-    return int(capacity)
+class CheckedTree:
+    """What both trees share: the argument checks and copies before their own ``_find``, ``_set``,
+    ``_set_range`` and ``_set_all``, which may assume them (the numba kernels check nothing)."""
+
+    backend = "?"
+
+    def __init__(self, capacity: int) -> None:
+        if int(capacity) < 1:
+            raise ValueError(f"SumTree capacity must be >= 1, got {capacity!r}")
+        self.capacity = int(capacity)
+
+    @property
+    def total(self) -> float:
+        """Sum of all leaves."""
+        raise NotImplementedError
+
+    @property
+    def min(self) -> float:
+        """Smallest strictly positive leaf (+inf when no leaf is positive)."""
+        raise NotImplementedError
+
+    def get(self, indices: np.ndarray) -> np.ndarray:
+        """Leaf values at ``indices`` (float64 copy)."""
+        raise NotImplementedError
+
+    def values(self) -> np.ndarray:
+        """All ``capacity`` leaf values (float64 copy)."""
+        raise NotImplementedError
+
+    def find_prefix(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each target t in [0, total): the leaf i with cumsum[i-1] <= t < cumsum[i].
+
+        Returns ``(indices int64, leaf values float64)``. Zero-valued leaves are never returned
+        while total > 0; a target >= total (rounding) lands on the last positive leaf.
+        """
+        if not self.total > 0.0:
+            raise ValueError("find_prefix on a tree whose total is 0: nothing can be sampled")
+        return self._find(np.array(targets, dtype=np.float64))  # a copy, which ``_find`` may change
+
+    def set(self, indices: np.ndarray, values: np.ndarray) -> None:
+        """Set leaves ``indices`` to ``values``; for duplicated indices the last value wins.
+
+        Callers validate values (finite, >= 0) and indices (in [0, capacity)); this is the hot
+        path and re-checking here would double the cost.
+        """
+        indices = np.ascontiguousarray(indices, dtype=np.int64)
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        if indices.shape != values.shape or indices.ndim != 1:
+            raise ValueError(f"indices {indices.shape} and values {values.shape} must be equal 1-D shapes")
+        if indices.size:
+            self._set(indices, values)
+
+    def set_range(self, start: int, values: np.ndarray) -> None:
+        """Set contiguous leaves ``[start, start + len(values))`` (no wraparound); the add path."""
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        if start < 0 or start + values.shape[0] > self.capacity:
+            raise ValueError(f"range [{start}, {start + values.shape[0]}) outside [0, {self.capacity})")
+        if values.shape[0]:
+            self._set_range(int(start), values)
+
+    def set_all(self, values: np.ndarray) -> None:
+        """Replace every leaf (len == capacity) and recompute everything above them."""
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != (self.capacity,):
+            raise ValueError(f"set_all needs shape ({self.capacity},), got {values.shape}")
+        self._set_all(values)
+
+    def _find(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _set(self, indices: np.ndarray, values: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _set_range(self, start: int, values: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _set_all(self, values: np.ndarray) -> None:
+        raise NotImplementedError
 
 
-def _pair(indices: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    indices = np.ascontiguousarray(indices, dtype=np.int64)
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    if indices.shape != values.shape or indices.ndim != 1:
-        raise ValueError(f"indices {indices.shape} and values {values.shape} must be equal 1-D shapes")
-    return indices, values
-
-
-def _range(capacity: int, start: int, values: np.ndarray) -> np.ndarray:
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    if start < 0 or start + values.shape[0] > capacity:
-        raise ValueError(f"range [{start}, {start + values.shape[0]}) outside [0, {capacity})")
-    return values
-
-
-class SumTree:
+class SumTree(CheckedTree):
     """The numpy block tree (module docstring).
 
     >>> t = SumTree(4); t.set(np.array([0, 1, 2]), np.array([1.0, 2.0, 3.0]))
@@ -93,7 +136,7 @@ class SumTree:
     backend = "numpy"
 
     def __init__(self, capacity: int) -> None:
-        self.capacity = _capacity(capacity)
+        super().__init__(capacity)
         # Measured (2-core laptop, 64 and 512 items per call): 16 is best to ~250k leaves, 32 to ~1.5M.
         self._block = 16 if self.capacity <= 250_000 else 32 if self.capacity <= 1_500_000 else 64
         self._shift = self._block.bit_length() - 1
@@ -106,31 +149,19 @@ class SumTree:
 
     @property
     def total(self) -> float:
-        """Sum of all leaves."""
         return self._total
 
     @property
     def min(self) -> float:
-        """Smallest strictly positive leaf (+inf when no leaf is positive)."""
         return self._min
 
     def get(self, indices: np.ndarray) -> np.ndarray:
-        """Leaf values at ``indices`` (float64 copy)."""
         return self._leaves[np.asarray(indices, dtype=np.int64)]
 
     def values(self) -> np.ndarray:
-        """All ``capacity`` leaf values (float64 copy)."""
         return self._leaves[: self.capacity].copy()
 
-    def find_prefix(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each target t in [0, total): the leaf i with cumsum[i-1] <= t < cumsum[i].
-
-        Returns ``(indices int64, leaf values float64)``. Zero-valued leaves are never returned
-        while total > 0; a target >= total (rounding) lands on the last positive leaf.
-        """
-        t = np.array(targets, dtype=np.float64)  # a copy: reduced in place below
-        if not self._total > 0.0:
-            raise ValueError("find_prefix on a tree whose total is 0: nothing can be sampled")
+    def _find(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cs = np.cumsum(self._sums)
         block = np.searchsorted(cs, t, side="right")
         # side="right" skips blocks without mass (their cumsum does not rise) unless t >= total (rounding).
@@ -148,15 +179,7 @@ class SumTree:
             picked = rows.ravel().take(at + j)
         return block * self._block + j, picked
 
-    def set(self, indices: np.ndarray, values: np.ndarray) -> None:
-        """Set leaves ``indices`` to ``values``; for duplicated indices the last value wins.
-
-        Callers validate values (finite, >= 0) and indices (in [0, capacity)); this is the hot
-        path and re-checking here would double the cost.
-        """
-        indices, values = _pair(indices, values)
-        if indices.size == 0:
-            return
+    def _set(self, indices: np.ndarray, values: np.ndarray) -> None:
         # Last occurrence of each index: np.unique on the reversed array returns first hits (sorted).
         uniq, first_in_reversed = np.unique(indices[::-1], return_index=True)
         self._leaves[uniq] = values[::-1][first_in_reversed]
@@ -164,20 +187,12 @@ class SumTree:
         blocks = blocks[np.r_[True, blocks[1:] != blocks[:-1]]]
         self._refresh(blocks, self._rows[blocks])
 
-    def set_range(self, start: int, values: np.ndarray) -> None:
-        """Set contiguous leaves ``[start, start + len(values))`` (no wraparound); the add path."""
-        values = _range(self.capacity, start, values)
-        if values.shape[0] == 0:
-            return
+    def _set_range(self, start: int, values: np.ndarray) -> None:
         self._leaves[start : start + values.shape[0]] = values
         lo, hi = start >> self._shift, ((start + values.shape[0] - 1) >> self._shift) + 1
         self._refresh(slice(lo, hi), self._rows[lo:hi])
 
-    def set_all(self, values: np.ndarray) -> None:
-        """Replace every leaf (len == capacity) and recompute every block."""
-        values = np.asarray(values, dtype=np.float64)
-        if values.shape != (self.capacity,):
-            raise ValueError(f"set_all needs shape ({self.capacity},), got {values.shape}")
+    def _set_all(self, values: np.ndarray) -> None:
         self._leaves[:] = 0.0
         self._leaves[: self.capacity] = values
         self._refresh(slice(None), self._rows)
@@ -187,46 +202,3 @@ class SumTree:
         self._mins[blocks] = np.where(rows > 0.0, rows, np.inf).min(axis=1)
         self._total = float(self._sums.sum())
         self._min = float(self._mins.min())
-
-
-class _Checked:
-    """The numba tree behind the same argument checks as the numpy one (its kernels check nothing)."""
-
-    def __init__(self, tree: SumTreeLike) -> None:
-        self._tree = tree
-        self.capacity, self.backend = tree.capacity, tree.backend
-
-    @property
-    def total(self) -> float:
-        return self._tree.total
-
-    @property
-    def min(self) -> float:
-        return self._tree.min
-
-    def get(self, indices: np.ndarray) -> np.ndarray:
-        return self._tree.get(indices)
-
-    def values(self) -> np.ndarray:
-        return self._tree.values()
-
-    def find_prefix(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if not self._tree.total > 0.0:
-            raise ValueError("find_prefix on a tree whose total is 0: nothing can be sampled")
-        return self._tree.find_prefix(targets)
-
-    def set(self, indices: np.ndarray, values: np.ndarray) -> None:
-        indices, values = _pair(indices, values)
-        if indices.size:
-            self._tree.set(indices, values)
-
-    def set_range(self, start: int, values: np.ndarray) -> None:
-        values = _range(self.capacity, start, values)
-        if values.shape[0]:
-            self._tree.set_range(start, values)
-
-    def set_all(self, values: np.ndarray) -> None:
-        values = np.asarray(values, dtype=np.float64)
-        if values.shape != (self.capacity,):
-            raise ValueError(f"set_all needs shape ({self.capacity},), got {values.shape}")
-        self._tree.set_all(values)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from apexrl.replay.sum_tree import CheckedTree
+
 
 @numba.njit(cache=True, nogil=True)
 def _nb_set(sums, mins, leaf_base, indices, values):  # pragma: no cover - compiled
@@ -66,11 +68,11 @@ def _nb_find(sums, leaf_base, targets, out_index, out_value):  # pragma: no cove
         out_value[k] = sums[n]
 
 
-class NumbaSumTree:
+class NumbaSumTree(CheckedTree):
     backend = "numba"
 
     def __init__(self, capacity: int) -> None:
-        self.capacity = int(capacity)
+        super().__init__(capacity)
         self._leaf_base = 1 << max(0, (self.capacity - 1).bit_length())
         self._sums = np.zeros(2 * self._leaf_base, dtype=np.float64)
         self._mins = np.full(2 * self._leaf_base, np.inf, dtype=np.float64)
@@ -89,20 +91,19 @@ class NumbaSumTree:
     def values(self) -> np.ndarray:
         return self._sums[self._leaf_base : self._leaf_base + self.capacity].copy()
 
-    def find_prefix(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        targets = np.ascontiguousarray(targets, dtype=np.float64)
+    def _find(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         idx = np.empty(targets.shape[0], dtype=np.int64)
         val = np.empty(targets.shape[0], dtype=np.float64)
         _nb_find(self._sums, self._leaf_base, targets, idx, val)
         return idx, val
 
-    def set(self, indices: np.ndarray, values: np.ndarray) -> None:
+    def _set(self, indices: np.ndarray, values: np.ndarray) -> None:
         _nb_set(self._sums, self._mins, self._leaf_base, indices, values)
 
-    def set_range(self, start: int, values: np.ndarray) -> None:
-        _nb_set_range(self._sums, self._mins, self._leaf_base, int(start), values)
+    def _set_range(self, start: int, values: np.ndarray) -> None:
+        _nb_set_range(self._sums, self._mins, self._leaf_base, start, values)
 
-    def set_all(self, values: np.ndarray) -> None:
+    def _set_all(self, values: np.ndarray) -> None:
         L = self._leaf_base
         self._sums[L:] = 0.0
         self._mins[L:] = np.inf

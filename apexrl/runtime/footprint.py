@@ -22,8 +22,7 @@ _ROLES = (
     ("ray::ActorWorker", "actor"), ("ray::LearnerWorker", "learner"), ("ray::ReplayShardWorker", "replay shard"),
     ("ray::ParameterServer", "parameter server"), ("ray::DashboardAgent", "Ray dashboard agent"),
     ("ray::RuntimeEnvAgent", "Ray runtime-env agent"), ("ray::IDLE", "Ray idle worker"),
-    ("gcs_server", "Ray GCS"),
-    ("raylet", "Ray raylet"), ("dashboard/dashboard.py", "Ray dashboard head"),
+    ("gcs_server", "Ray GCS"), ("raylet", "Ray raylet"), ("dashboard/dashboard.py", "Ray dashboard head"),
     ("autoscaler/_private/monitor.py", "Ray autoscaler monitor"), ("log_monitor.py", "Ray log monitor"),
     ("apexrl/runtime/reaper.py", "apexrl watchdog"), ("ray::", "other Ray worker"),
 )
