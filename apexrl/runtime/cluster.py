@@ -15,7 +15,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from apexrl.runtime import private_ray
+from apexrl.runtime import private_ray, ray_compat
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,16 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
     if ray.is_initialized():
         taken, _early = _early and address is None, False
         return taken
+    refused = ray_compat.refusal()
+    if refused:
+        raise ClusterError(refused)
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address is None:
         # Loopback only, this run's token, dashboard off unless asked: anyone who reaches a Ray runs code as us.
-        private_ray.start(num_cpus, dashboard, **kwargs)
+        try:
+            private_ray.start(num_cpus, dashboard, **kwargs)
+        except private_ray.NotLoopback as e:
+            raise ClusterError(str(e)) from None
         return True
     check_cluster(address)
     try:
@@ -74,8 +80,11 @@ def shutdown_ray() -> None:
 def check_cluster(address: str) -> None:
     """ClusterError unless a Ray head answers at ``address`` and accepts this machine (its token, if it
     wants one); sets RAY_AUTH_MODE=token for this process and its children when the head needs it."""
+    refused = ray_compat.refusal()
+    if refused:
+        raise ClusterError(refused)
     target = _check_reachable(address)
-    if target:
+    if target and ray_compat.token_auth():  # an older Ray's clusters take no token
         _authenticate(address, target)
 
 

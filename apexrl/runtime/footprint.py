@@ -55,6 +55,15 @@ def process_start(pid: int | None = None) -> float:
         return psutil.Process(pid).create_time()
 
 
+def command_start(slack_s: float = 0.25) -> float:
+    """When this command began (wall clock). Usually its process's start; but a shell runs its last command
+    by exec in its own process (``bash -c 'pip install … && apexrl train'``), whose start is the shell's,
+    minutes before. Python is CPU-bound until here, so it began no earlier than its CPU time ago (the
+    shell's own CPU before the exec is milliseconds); ``slack_s`` for what it waited on the disk."""
+    t = os.times()
+    return max(process_start(), time.time() - (t.user + t.system) - slack_s)
+
+
 def tree_pss(root_pid: int) -> list[tuple[str, int]]:
     """(role, PSS bytes) of ``root_pid`` and every process under it; processes that end meanwhile are skipped."""
     try:
@@ -128,9 +137,9 @@ class PeakMemory:
 
 @dataclass
 class Startup:
-    """Wall-clock marks of a run's start (``time.time()``), from the moment its process was started."""
+    """Wall-clock marks of a run's start (``time.time()``), from the moment its command began."""
 
-    process: float = field(default_factory=process_start)
+    process: float = field(default_factory=command_start)
     marks: dict[str, float] = field(default_factory=dict)
 
     def mark(self, name: str, at: float | None = None) -> None:

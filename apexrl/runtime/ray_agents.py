@@ -4,7 +4,7 @@ Ray's raylet starts a dashboard agent (metrics export, job submission, log and s
 ~1 s of CPU at start-up) and a runtime-env agent (pip, conda, working_dir, env_vars: ~50 MB), and will not
 come up until each has written its ports into the session directory. A private apexrl run exports no
 metrics, submits no jobs and asks only for ``env_vars`` runtime envs (``ray_worker.LIGHT``), so here they
-are a small stdlib process each (``private_ray.lean_node`` puts this script in the raylet's agent
+are a small stdlib process each (``lean_start.lean_node`` puts this script in the raylet's agent
 commands, keeping Ray's arguments):
 
 - ``dashboard``: writes -1 for its three ports, as Ray's own agent does in a minimal install where those

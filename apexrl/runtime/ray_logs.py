@@ -21,10 +21,11 @@ POLL_S = 0.1  # Ray's log monitor sleeps as long between empty scans
 class LogForwarder:
     """Tails the private node's worker logs into the GCS until :meth:`stop`."""
 
-    def __init__(self, node: Any, gcs_client: Any) -> None:
+    def __init__(self, node: Any, publisher: Any) -> None:
+        """``publisher``: what this Ray's ``LogMonitor`` publishes through (``lean_start.log_publisher``)."""
         from ray._private.log_monitor import LogMonitor, is_proc_alive
 
-        self._monitor = LogMonitor(node.node_ip_address, node.get_logs_dir_path(), gcs_client, is_proc_alive)
+        self._monitor = LogMonitor(node.node_ip_address, node.get_logs_dir_path(), publisher, is_proc_alive)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="apexrl-ray-logs", daemon=True)
         self._thread.start()

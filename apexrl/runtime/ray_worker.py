@@ -44,11 +44,16 @@ def lean_serializers() -> Callable[[], None]:
     """Ray's add-on serializers only for the modules a process has already imported; returns the undo."""
     from ray.util import serialization_addons
 
-    original = serialization_addons.apply
+    original = getattr(serialization_addons, "apply", None)
+    if original is None:  # another Ray's layout: its own registrations, whatever they are
+        return lambda: None
 
     def register(module: str, context: Any) -> None:
         if module == "pydantic":
-            from ray._common.pydantic_compat import register_pydantic_serializers as add
+            try:
+                from ray._common.pydantic_compat import register_pydantic_serializers as add
+            except ImportError:  # Ray before 2.50
+                from ray._private.pydantic_compat import register_pydantic_serializers as add
         elif module == "starlette":
             add = serialization_addons.register_starlette_serializer
         else:

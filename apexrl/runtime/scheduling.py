@@ -42,7 +42,7 @@ class StartWatch:
         now = self.clock()
         roles = self.roles()
         for role, handle in roles:
-            key = handle._actor_id
+            key = handle  # an actor handle hashes and compares by its actor's id
             if key not in self.started and key not in self.waiting:
                 self.waiting[key] = (role, now, handle.__ray_ready__.remote())
         if self.waiting:
@@ -52,7 +52,7 @@ class StartWatch:
             for key in [k for k, (_, _, ref) in self.waiting.items() if ref in done]:
                 del self.waiting[key]
                 self.started.add(key)
-        current = {h._actor_id for _, h in roles}
+        current = {h for _, h in roles}
         late = [(role, now - since) for key, (role, since, _) in self.waiting.items()
                 if key in current and now - since >= self.report_after_s]
         if not late:

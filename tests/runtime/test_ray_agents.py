@@ -18,7 +18,7 @@ import ray
 from ray._raylet import persist_port as ray_persist_port
 from ray.core.generated import runtime_env_agent_pb2 as pb
 
-from apexrl.runtime import private_ray, ray_agents
+from apexrl.runtime import lean_start, private_ray, ray_agents
 from apexrl.runtime.ray_worker import LIGHT, LIGHT_ENV
 
 NODE = "ab" * 28
@@ -71,14 +71,14 @@ def test_the_raylet_command_gets_the_stand_ins_with_rays_arguments():
     ray_path = "/site/ray"
     dash = f"/bin/py -u {ray_path}/dashboard/agent.py --node-id=N --session-dir=/s"
     renv = f"/bin/py -u {ray_path}/_private/runtime_env/agent/main.py --node-id=N --session-dir=/s"
-    out = private_ray.stand_in_agents(["raylet", "--head", f"--dashboard_agent_command={dash}",
+    out = lean_start.stand_in_agents(["raylet", "--head", f"--dashboard_agent_command={dash}",
                                        f"--runtime_env_agent_command={renv}"], ray_path)
     ours = str(Path(ray_agents.__file__))
     assert out[:2] == ["raylet", "--head"]
     assert out[2] == f"--dashboard_agent_command=/bin/py -u {ours} dashboard --node-id=N --session-dir=/s"
     assert out[3] == f"--runtime_env_agent_command=/bin/py -u {ours} runtime-env --node-id=N --session-dir=/s"
     # Another Ray's commands (agents elsewhere) are left as they are.
-    assert private_ray.stand_in_agents([f"--dashboard_agent_command={dash}"], "/other") == \
+    assert lean_start.stand_in_agents([f"--dashboard_agent_command={dash}"], "/other") == \
         [f"--dashboard_agent_command={dash}"]
 
 
@@ -158,6 +158,6 @@ def test_with_the_dashboard_rays_own_agents_run():
 def test_quick_retries_keep_rays_ten_seconds_in_smaller_steps():
     from ray._raylet import Config
 
-    retries = private_ray.quick_retries()
+    retries = lean_start.quick_retries()
     assert retries == {"raylet_client_connect_timeout_milliseconds": 50, "raylet_client_num_connect_attempts": 200}
     assert 50 * 200 == Config.raylet_client_connect_timeout_milliseconds() * Config.raylet_client_num_connect_attempts()

@@ -155,6 +155,24 @@ def test_process_start_is_when_the_command_ran():
     assert abs(process_start() - psutil.Process().create_time()) < 1.5
 
 
+def test_a_command_a_shell_execs_after_waiting_counts_from_its_own_start_not_the_shells():
+    """``bash -c 'pip install … && apexrl train'``: bash waits, then execs apexrl in its own process."""
+    code = ("from apexrl.runtime.footprint import command_start, process_start; import time; "
+            "print(time.time() - process_start(), time.time() - command_start())")
+    out = subprocess.run(["bash", "-c", f"sleep 3 && exec {sys.executable} -c '{code}'"], capture_output=True,
+                         text=True, check=True).stdout.split()
+    since_process, since_command = float(out[0]), float(out[1])
+    assert since_process >= 3.0  # the process is the shell's, started before the wait
+    assert since_command < 2.0  # Python and the import of apexrl, plus the disk's slack
+
+
+def test_a_command_started_directly_counts_from_its_process_start():
+    t0 = time.time()
+    out = subprocess.run([sys.executable, "-c", "from apexrl.runtime.footprint import command_start; "
+                          "print(command_start())"], capture_output=True, text=True, check=True).stdout
+    assert t0 - 0.05 <= float(out) <= t0 + 1.0
+
+
 def test_an_env_id_that_names_nothing_is_one_line_and_leaves_no_ray_and_no_run_dir(capsys, tmp_path):
     from apexrl import cli
 
