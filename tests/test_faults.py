@@ -79,6 +79,7 @@ def _stop_when(condition, timeout_s: float = 200.0) -> threading.Thread:
     return t
 
 
+@pytest.mark.compat
 def test_a_killed_actor_is_restarted_and_training_goes_on(tmp_path):
     run = tmp_path / "r"
     killed: list[int] = []
@@ -301,6 +302,7 @@ def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes
     assert got["recovered"]["updates"] == max(got["version"], got["checkpoint_updates"] or 0) > 0
 
 
+@pytest.mark.compat
 def test_a_sigkilled_run_resumes_from_its_newest_checkpoint_and_its_metrics_go_on_from_there(tmp_path):
     import subprocess
     import sys

@@ -19,6 +19,7 @@ def tiny(**over):
                           "checkpoint.replay": True, "stop.max_env_steps": 30_000, **over})
 
 
+@pytest.mark.compat
 def test_two_actors_train_checkpoint_and_resume(tmp_path):
     run = tmp_path / "run"
     first = train(tiny(), run_dir=run)
@@ -55,6 +56,24 @@ def test_two_actors_train_checkpoint_and_resume(tmp_path):
     _, state2 = ckpt.load_latest(run)
     assert state2["counters"]["env_steps"] == second.env_steps
     assert any(not torch.equal(net_before[k], v) for k, v in state2["learner"]["net"].items())
+
+
+@pytest.mark.compat
+def test_apexrl_train_reaches_cartpoles_target_as_a_user_runs_it(tmp_path):
+    """The README's first command, from a shell with no Ray settings: CartPole-v1 to a greedy 475."""
+    import subprocess
+    import sys
+
+    from apexrl.bench.overhead import user_env
+
+    out = subprocess.run([sys.executable, "-m", "apexrl", "train", "--target-return", "475", "--max-time", "240",
+                          "--console", "plain", "--run-dir", str(tmp_path / "run")], env=user_env(), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=280)
+    said = out.stdout + out.stderr  # the console writes to stderr
+    assert out.returncode == 0, said[-3000:]
+    assert "stopping: evaluation mean" in said and ">= target 475" in said, said[-2000:]
+    assert "Traceback" not in said
+    assert (tmp_path / "run" / "checkpoints" / "best.pt").exists()
 
 
 def test_resume_with_an_incompatible_network_is_a_clear_error(tmp_path):

@@ -6,6 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.compat
+
 CHECK = """
 import sys
 from ray.util import serialization_addons
