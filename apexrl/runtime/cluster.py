@@ -102,13 +102,13 @@ def _authenticate(address: str, target: str) -> None:
         return
     if explicit is None and not _gcs_refuses(target):
         return
-    from ray._private.authentication import authentication_token_setup as auth
-
-    logging.getLogger(auth.__name__).setLevel(logging.ERROR)  # its "token auth is enabled" warning
-    if explicit is None and not auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False):
-        raise ClusterError(f"the Ray cluster at --address {address} requires token authentication and no token "
-                           "is set here: copy the head's token (`ray get-auth-token` on the head) into "
-                           "RAY_AUTH_TOKEN or ~/.ray/auth_token")
+    if explicit is None:
+        if not _token_available():
+            raise ClusterError(f"the Ray cluster at --address {address} requires token authentication and no token "
+                               "is set here: copy the head's token (`ray get-auth-token` on the head) into "
+                               "RAY_AUTH_TOKEN or ~/.ray/auth_token")
+        os.environ[_AUTH_MODE] = "token"  # for this process and the ones it starts
+        private_ray.reload_auth()
     if _gcs_refuses(target):
         raise ClusterError(f"the Ray cluster at --address {address} refused this machine's token "
                            "(authentication failed): use the head's token (`ray get-auth-token` on the head) "
@@ -119,11 +119,22 @@ def _authenticate(address: str, target: str) -> None:
 _AUTH_MODE = "RAY_AUTH_MODE"
 
 
+def _token_available() -> bool:
+    """Whether Ray would find a token here: where it looks, in its order."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    return Path(path if path else Path.home() / ".ray" / "auth_token").is_file()
+
+
 def _gcs_refuses(target: str) -> bool:
     """One cheap authenticated call to the head's GCS: True only for an authentication refusal."""
-    from ray._raylet import GcsClient
-    from ray.exceptions import AuthenticationError
-
+    try:
+        from ray._raylet import GcsClient
+        from ray.exceptions import AuthenticationError
+    except ImportError as e:  # another Ray's names: ray.init finds out and says what it finds
+        log.warning("Ray %s: cannot ask %s whether it wants a token (%s)", ray.__version__, target, e)
+        return False
     try:
         with _quiet_stderr():  # Ray's C++ client logs each refusal as a warning of its own
             GcsClient(address=target).internal_kv_get(b"apexrl-probe", namespace=None, timeout=5)

@@ -170,7 +170,7 @@ def _use_new_token() -> None:
     os.environ[_AUTH_MODE] = "token"
     os.environ.pop(_TOKEN, None)  # it would win over the file
     os.environ[_TOKEN_PATH] = str(token_file)
-    _reload_auth()
+    reload_auth()
     # With a token set, Ray logs on every start that token auth is on; that is the point here.
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
 
@@ -205,11 +205,11 @@ def stop() -> None:
         ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(_LOOPBACK, not ray_constants.IS_WINDOWS_OR_OSX)
     if _token_dir is not None:
         shutil.rmtree(_token_dir, ignore_errors=True)
-        _reload_auth()
+        reload_auth()
     _saved = _token_dir = None
 
 
-def _reload_auth() -> None:
+def reload_auth() -> None:
     """Ray caches its auth mode and token per process; make it read the environment again."""
     from ray._raylet import AuthenticationTokenLoader, Config
 

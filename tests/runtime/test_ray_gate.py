@@ -275,6 +275,26 @@ def test_without_token_authentication_a_private_run_is_loopback_only_and_says_so
     assert len(lines) == 1 and "loopback only" in lines[0]
 
 
+def test_a_ray_without_its_authentication_error_is_not_asked_about_tokens(monkeypatch, caplog):
+    import ray.exceptions
+
+    from apexrl.runtime import cluster
+
+    monkeypatch.delattr(ray.exceptions, "AuthenticationError", raising=False)
+    with caplog.at_level(logging.WARNING, logger="apexrl"):
+        assert cluster._gcs_refuses("127.0.0.1:1") is False
+    assert [r for r in caplog.records if "whether it wants a token" in r.getMessage()]
+
+
+def test_an_older_ray_checks_a_cluster_without_asking_about_tokens(monkeypatch):
+    from apexrl.runtime import cluster
+
+    monkeypatch.setattr(ray_compat, "token_auth", lambda: False)
+    monkeypatch.setattr(cluster, "_check_reachable", lambda address: "127.0.0.1:6379")
+    monkeypatch.setattr(cluster, "_gcs_refuses", lambda target: pytest.fail("asked about tokens"))
+    cluster.check_cluster("127.0.0.1:6379")
+
+
 def test_a_listening_socket_beyond_loopback_is_refused_in_one_line():
     with socket.socket() as s:
         s.bind(("0.0.0.0", 0))
