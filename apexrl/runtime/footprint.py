@@ -55,11 +55,12 @@ def process_start(pid: int | None = None) -> float:
         return psutil.Process(pid).create_time()
 
 
-def command_start(slack_s: float = 0.25) -> float:
+def command_start(slack_s: float = 1.0) -> float:
     """When this command began (wall clock). Usually its process's start; but a shell runs its last command
     by exec in its own process (``bash -c 'pip install … && apexrl train'``), whose start is the shell's,
     minutes before. Python is CPU-bound until here, so it began no earlier than its CPU time ago (the
-    shell's own CPU before the exec is milliseconds); ``slack_s`` for what it waited on the disk."""
+    shell's own CPU before the exec is milliseconds); ``slack_s`` for what it waited on the disk or for a
+    core. The slack errs long: an exec'd command's start-up reads up to that much more, never less."""
     t = os.times()
     return max(process_start(), time.time() - (t.user + t.system) - slack_s)
 

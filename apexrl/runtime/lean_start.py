@@ -117,9 +117,9 @@ def log_publisher() -> Callable[[str, Any], Any] | None:
 
 
 @contextlib.contextmanager
-def lean_node(keep_dashboard: bool, forward_logs: bool) -> Iterator[None]:
+def lean_node(keep_dashboard: bool, drop_log_monitor: bool) -> Iterator[None]:
     """While open, a head node that ``ray.init`` starts is lean (above). Call only when :func:`problem`
-    found none. ``forward_logs``: the caller tails worker logs itself, so Ray's log monitor is left out."""
+    found none. ``drop_log_monitor``: the caller tails worker logs itself, or nobody reads them."""
     from ray._private import node as node_mod
     from ray._private import ray_constants, services, utils
 
@@ -130,7 +130,7 @@ def lean_node(keep_dashboard: bool, forward_logs: bool) -> Iterator[None]:
 
     def init(self: Any, ray_params: Any, *args: Any, **kw: Any) -> None:
         ray_params.no_monitor = True
-        ray_params.include_log_monitor = not forward_logs
+        ray_params.include_log_monitor = not drop_log_monitor
         ray_params.worker_path = str(Path(__file__).with_name("ray_worker.py"))
         original_init(self, ray_params, *args, **kw)
 

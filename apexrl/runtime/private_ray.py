@@ -94,9 +94,11 @@ def _start_lean(dashboard: bool, kwargs: dict[str, Any], before: set[int]) -> No
     from apexrl.runtime.ray_worker import lean_serializers
 
     _restore_serializers = lean_serializers()
-    publisher = lean_start.log_publisher() if kwargs.get("log_to_driver", True) else None
+    to_driver = kwargs.get("log_to_driver", True)
+    publisher = lean_start.log_publisher() if to_driver else None
     try:
-        with lean_start.lean_node(keep_dashboard=dashboard, forward_logs=publisher is not None):
+        # Ray's log monitor only feeds the driver's console: left out where the driver tails or nobody reads.
+        with lean_start.lean_node(keep_dashboard=dashboard, drop_log_monitor=publisher is not None or not to_driver):
             _init(kwargs)
     except Exception as e:  # noqa: BLE001 - whatever the lean start tripped on, Ray's own start may not
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -108,9 +110,13 @@ def _start_lean(dashboard: bool, kwargs: dict[str, Any], before: set[int]) -> No
     if publisher is not None:
         from apexrl.runtime.ray_logs import LogForwarder
 
-        worker = ray._private.worker
-        node = worker._global_node
-        _forwarder = LogForwarder(node, publisher(node.gcs_address, worker.global_worker.gcs_client))
+        try:
+            worker = ray._private.worker
+            node = worker._global_node
+            _forwarder = LogForwarder(node, publisher(node.gcs_address, worker.global_worker.gcs_client))
+        except Exception as e:  # noqa: BLE001 - the run goes on; its workers' output stays in Ray's log files
+            log.warning("Ray %s: workers' output is not shown here (%s); it is in the session's log files "
+                        "under Ray's temp dir (/tmp/ray/session_latest/logs)", ray.__version__, e)
 
 
 def _descendants() -> set[int]:

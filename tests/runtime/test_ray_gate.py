@@ -219,6 +219,25 @@ def test_a_log_monitor_of_another_shape_keeps_rays_own(monkeypatch):
     assert lean_start.log_publisher() is None
 
 
+def test_a_log_forwarder_that_cannot_start_costs_the_console_its_worker_output_not_the_run(user_shell, monkeypatch,
+                                                                                            caplog):
+    """As if Ray renamed ``_global_node`` or its GCS client: the run starts, and says where the output is."""
+    from apexrl.runtime import ray_logs
+
+    def renamed(node, publisher):
+        raise AttributeError("module 'ray._private.worker' has no attribute '_global_node'")
+
+    monkeypatch.setattr(ray_logs, "LogForwarder", renamed)
+    with caplog.at_level(logging.WARNING, logger="apexrl"):
+        private_ray.start(num_cpus=1, dashboard=False, logging_level="ERROR")
+    try:
+        assert ray.get(ray.remote(lambda: 7).remote(), timeout=120) == 7
+    finally:
+        private_ray.stop()
+    lines = [r.getMessage() for r in caplog.records if "output is not shown here" in r.getMessage()]
+    assert len(lines) == 1 and "_global_node" in lines[0]
+
+
 def test_serializer_add_ons_fall_back_to_rays_own_registrations(monkeypatch):
     from ray.util import serialization_addons
 

@@ -163,7 +163,7 @@ def test_a_command_a_shell_execs_after_waiting_counts_from_its_own_start_not_the
                          text=True, check=True).stdout.split()
     since_process, since_command = float(out[0]), float(out[1])
     assert since_process >= 3.0  # the process is the shell's, started before the wait
-    assert since_command < 2.0  # Python and the import of apexrl, plus the disk's slack
+    assert since_command < 2.5  # Python and the import of apexrl, plus 1 s of slack
 
 
 def test_a_command_started_directly_counts_from_its_process_start():
