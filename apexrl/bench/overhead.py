@@ -3,7 +3,7 @@
 * **start-up and shutdown**: ``--runs`` times ``apexrl train --target-return 475`` (CartPole-v1, the
   default preset), each a fresh process started from a shell-like environment with no ``RAY_*`` variable.
   Start-up: the command's launch to its first env step (the run's own ``start-up:`` line, which measures
-  from the kernel's start time of the process; the launch-to-line time seen from here is also kept).
+  from the command's start, ``footprint.command_start``; the launch-to-line time seen from here is also kept).
   Shutdown: the ``stopping:`` line (the stop condition met) to the process's exit, seen from here.
 * **memory**: one ``apexrl train --max-env-steps N`` and then SB3's DQN with RL Zoo's CartPole-v1
   settings for the same N steps; the PSS of each process tree is sampled every second and the peak kept,

@@ -18,10 +18,13 @@ lean start fails, Ray's stock start follows with one warning. A start that fails
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import secrets
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -78,7 +81,7 @@ def start(num_cpus: int, dashboard: bool, **kwargs: Any) -> None:
         else:
             log.warning("%s; Ray's stock start-up (about 1 s and 350 MB more than apexrl's lean one)", why_not)
             _init(kwargs)
-        check_loopback()
+        check_loopback(_descendants() - before)
     except BaseException:
         _end_started(before)
         stop()
@@ -149,21 +152,68 @@ def _loopback_only() -> None:
         ray_constants.ENABLE_RAY_CLUSTER = False  # else: check_loopback decides
 
 
-def check_loopback() -> None:
-    """Fail closed: NotLoopback (and Ray shut down) when any process of this private Ray listens beyond
-    loopback. Its servers and the driver are up by now; the workers Ray starts later are started with the
-    same settings."""
-    exposed = []
-    for p in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+def check_loopback(pids: set[int]) -> None:
+    """Fail closed: NotLoopback when any of ``pids`` (the processes this private Ray started) listens beyond
+    loopback. Its servers and prestarted workers are up by now; those Ray starts later get the same
+    settings. The driver's own process is left out: its sockets may be the user's program's."""
+    tree = []
+    for pid in pids:
         try:
-            exposed += [f"{p.name()} on {c.laddr.ip}:{c.laddr.port}" for c in p.net_connections(kind="inet")
-                        if c.status == psutil.CONN_LISTEN and c.laddr.ip not in LOOPBACK]
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            tree.append(psutil.Process(pid))
+        except psutil.Error:
             pass
+    exposed = _exposed_linux(tree)
+    if exposed is None:  # not Linux: psutil per process (~50 ms for a small run's dozen processes)
+        exposed = []
+        for p in tree:
+            try:
+                exposed += [f"{p.name()} on {c.laddr.ip}:{c.laddr.port}" for c in p.net_connections(kind="inet")
+                            if c.status == psutil.CONN_LISTEN and c.laddr.ip not in LOOPBACK]
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
     if exposed:
         raise NotLoopback(f"Ray {ray.__version__} did not keep the private run on loopback ({exposed[0]}); "
                           "refusing to run. Start Ray yourself (ray start --head --node-ip-address=127.0.0.1) "
                           "and pass --address, or use a Ray in " + ray_compat.RANGE)
+
+
+def _exposed_linux(tree: list[psutil.Process]) -> list[str] | None:
+    """The host's listening TCP sockets beyond loopback, read once from /proc/net (~1 ms), then whether a
+    process of ``tree`` holds one; None where /proc/net is not there."""
+    beyond: dict[str, str] = {}
+    try:
+        for name, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+            with open(f"/proc/net/{name}") as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] != "0A":  # TCP_LISTEN
+                        continue
+                    address, port = _proc_address(fields[1], family)
+                    if not ipaddress.ip_address(address).is_loopback and address not in LOOPBACK:
+                        beyond[fields[9]] = f"{address}:{port}"
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    exposed = []
+    for p in tree if beyond else []:
+        try:
+            for fd in os.listdir(f"/proc/{p.pid}/fd"):
+                target = os.readlink(f"/proc/{p.pid}/fd/{fd}")
+                if target.startswith("socket:[") and target[8:-1] in beyond:
+                    exposed.append(f"{p.name()} on {beyond[target[8:-1]]}")
+        except (OSError, psutil.Error):
+            pass
+    return exposed
+
+
+def _proc_address(text: str, family: int) -> tuple[str, int]:
+    """/proc/net/tcp's ``HEXADDR:HEXPORT``: the address as 32-bit words in host byte order."""
+    address, port = text.split(":")
+    words = [int(address[i:i + 8], 16) for i in range(0, len(address), 8)]
+    raw = struct.pack(f"={len(words)}I", *words)
+    if family == socket.AF_INET6 and raw[:12] == b"\0" * 10 + b"\xff\xff":
+        return socket.inet_ntop(socket.AF_INET, raw[12:]), int(port, 16)  # IPv4-mapped
+    return socket.inet_ntop(family, raw), int(port, 16)
 
 
 def _use_new_token() -> None:

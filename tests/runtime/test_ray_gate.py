@@ -287,7 +287,7 @@ def test_without_token_authentication_a_private_run_is_loopback_only_and_says_so
     try:
         assert private_ray._token_dir is None and "RAY_AUTH_TOKEN_PATH" not in os.environ
         assert ray.get(ray.remote(lambda: 7).remote(), timeout=120) == 7
-        private_ray.check_loopback()
+        private_ray.check_loopback({p.pid for p in psutil.Process().children(recursive=True)})
     finally:
         private_ray.stop()
     lines = [r.getMessage() for r in caplog.records if "no token authentication" in r.getMessage()]
@@ -315,12 +315,33 @@ def test_an_older_ray_checks_a_cluster_without_asking_about_tokens(monkeypatch):
 
 
 def test_a_listening_socket_beyond_loopback_is_refused_in_one_line():
+    """Here this process's own socket stands in for a Ray process's."""
     with socket.socket() as s:
         s.bind(("0.0.0.0", 0))
         s.listen()
         with pytest.raises(private_ray.NotLoopback, match=r"did not keep the private run on loopback \(python"):
-            private_ray.check_loopback()
-    private_ray.check_loopback()  # nothing beyond loopback now
+            private_ray.check_loopback({os.getpid()})
+    private_ray.check_loopback({os.getpid()})  # nothing beyond loopback now
+
+
+@pytest.mark.skipif(sys.byteorder != "little", reason="the hand-written /proc/net lines are a little-endian host's")
+def test_proc_net_addresses_read_as_the_kernel_writes_them():
+    assert private_ray._proc_address("0100007F:1F90", socket.AF_INET) == ("127.0.0.1", 8080)
+    assert private_ray._proc_address("00000000:07E8", socket.AF_INET) == ("0.0.0.0", 2024)
+    assert private_ray._proc_address("00000000000000000000000001000000:0050", socket.AF_INET6) == ("::1", 80)
+    assert private_ray._proc_address("0000000000000000FFFF00000100007F:0050", socket.AF_INET6) == ("127.0.0.1", 80)
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "::"])
+def test_the_proc_net_check_and_psutils_agree(address):
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family) as s:
+        s.bind((address, 0))
+        s.listen()
+        me = [psutil.Process()]
+        port = s.getsockname()[1]
+        assert any(f":{port}" in e for e in private_ray._exposed_linux(me))
+        assert any(c.laddr.port == port for c in me[0].net_connections(kind="inet") if c.status == psutil.CONN_LISTEN)
 
 
 def test_a_ray_that_ignores_the_loopback_setting_is_refused_and_undone(user_shell, monkeypatch, tmp_path):
@@ -340,6 +361,18 @@ def test_a_ray_that_ignores_the_loopback_setting_is_refused_and_undone(user_shel
     assert not ray.is_initialized()
     assert _left(before) == []
     assert "RAY_AUTH_TOKEN_PATH" not in os.environ and "RAY_AUTH_MODE" not in os.environ
+
+
+def test_a_users_own_socket_beyond_loopback_does_not_refuse_the_private_run(user_shell):
+    """A notebook or web app that calls apexrl may listen on every address itself; only Ray's are checked."""
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        private_ray.start(num_cpus=1, dashboard=False, logging_level="ERROR", log_to_driver=False)
+        try:
+            assert ray.get(ray.remote(lambda: 7).remote(), timeout=120) == 7
+        finally:
+            private_ray.stop()
 
 
 def test_a_failed_start_undoes_itself(user_shell, monkeypatch):
