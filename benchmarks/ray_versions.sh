@@ -17,6 +17,7 @@ mkdir -p bench-results
 } | tee "$OUT"
 clean_env() { env $(env | grep -o '^RAY_[A-Z_]*' | sed 's/^/-u /') "$@"; }
 for V in "$@"; do
+  V=$(cd "$V" && pwd)
   PY="$V/bin/python"
   RAY=$("$PY" -c "import ray; print(ray.__version__)")
   TOKENS=$("$PY" -c "from apexrl.runtime.ray_compat import token_auth; print(int(token_auth()))")
@@ -45,7 +46,7 @@ EOF
 )
   done
   wait "$RUN" && RC=0 || RC=$?
-  grep -E "WARNING|start-up:|^done:|error" "$WORK/private.log" | sed 's/^/  private: /' | tee -a "$OUT"
+  { grep -E "WARNING|Warning|start-up:|^done:|error" "$WORK/private.log" || true; } | sed 's/^/  private: /' | tee -a "$OUT"
   echo "  private: exit $RC; listening beyond loopback: ${EXPOSED:-none}" | tee -a "$OUT"
   # (b) a ray start head of the same Ray, the run joins it by address
   PORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
@@ -61,7 +62,7 @@ EOF
       > "$WORK/cluster.log" 2>&1) && RC=0 || RC=$?
   END=$(date +%s.%N)
   kill -TERM -- -"$HEAD" 2>/dev/null || true; sleep 2; kill -KILL -- -"$HEAD" 2>/dev/null || true; wait "$HEAD" 2>/dev/null || true
-  grep -E "WARNING|^done:|error" "$WORK/cluster.log" | sed 's/^/  --address: /' | tee -a "$OUT"
+  { grep -E "WARNING|Warning|^done:|error" "$WORK/cluster.log" || true; } | sed 's/^/  --address: /' | tee -a "$OUT"
   printf '  --address: exit %s, %.1f s from the command to its exit (token: %s)\n' "$RC" "$(echo "$END - $START" | bc)" \
       "$([ -n "$TOKEN" ] && echo yes || echo 'no, this Ray has none')" | tee -a "$OUT"
   rm -rf "$WORK"

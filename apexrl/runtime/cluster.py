@@ -54,6 +54,7 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
     refused = ray_compat.refusal()
     if refused:
         raise ClusterError(refused)
+    ray_compat.quiet_tips()
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address is None:
         # Loopback only, this run's token, dashboard off unless asked: anyone who reaches a Ray runs code as us.

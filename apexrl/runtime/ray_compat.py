@@ -12,6 +12,7 @@ and says so at start-up.
 from __future__ import annotations
 
 import os
+import warnings
 from functools import lru_cache
 
 import ray
@@ -59,3 +60,10 @@ def token_auth() -> bool:
 NO_TOKEN = ("Ray {version} has no token authentication (Ray 2.52 added it): this private run listens on "
             "loopback only, where any user logged in to this machine can reach it; on a shared machine use "
             "Ray >= 2.52")
+
+
+def quiet_tips() -> None:
+    """Ray 2.5x's ``ray.init`` prints a FutureWarning on every start about a default it will change for
+    accelerator variables (``num_gpus=0``); it asks nothing of apexrl's users, whose roles set their GPUs."""
+    warnings.filterwarnings("ignore", category=FutureWarning,
+                            message="Tip: In future versions of Ray, Ray will no longer override accelerator")
