@@ -51,9 +51,7 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
     if ray.is_initialized():
         taken, _early = _early and address is None, False
         return taken
-    refused = ray_compat.refusal()
-    if refused:
-        raise ClusterError(refused)
+    _require_tested_ray()
     ray_compat.quiet_tips()
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address is None:
@@ -73,6 +71,12 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
     return True
 
 
+def _require_tested_ray() -> None:
+    refused = ray_compat.refusal()
+    if refused:
+        raise ClusterError(refused)
+
+
 def shutdown_ray() -> None:
     """End the Ray this process started (private or joined) and undo what a private one set."""
     private_ray.stop()
@@ -81,9 +85,7 @@ def shutdown_ray() -> None:
 def check_cluster(address: str) -> None:
     """ClusterError unless a Ray head answers at ``address`` and accepts this machine (its token, if it
     wants one); sets RAY_AUTH_MODE=token for this process and its children when the head needs it."""
-    refused = ray_compat.refusal()
-    if refused:
-        raise ClusterError(refused)
+    _require_tested_ray()
     target = _check_reachable(address)
     if target and ray_compat.token_auth():  # an older Ray's clusters take no token
         _authenticate(address, target)

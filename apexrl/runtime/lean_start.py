@@ -104,12 +104,12 @@ def log_publisher() -> Callable[[str, Any], Any] | None:
     GCS client), or None when its constructor is not one we know: then Ray's own log monitor runs."""
     try:
         from ray._private.log_monitor import LogMonitor, is_proc_alive  # noqa: F401
-        third = _params(LogMonitor.__init__)[:4]
+        first = _params(LogMonitor.__init__)[:4]
     except (ImportError, AttributeError, TypeError, ValueError):
         return None
-    if third == ["node_ip_address", "logs_dir", "gcs_client", "is_proc_alive_fn"]:  # Ray 2.4x-2.60
+    if first == ["node_ip_address", "logs_dir", "gcs_client", "is_proc_alive_fn"]:  # seen in 2.53-2.60
         return lambda gcs_address, client: client
-    if third == ["node_ip_address", "logs_dir", "gcs_publisher", "is_proc_alive_fn"]:  # Ray 2.40
+    if first == ["node_ip_address", "logs_dir", "gcs_publisher", "is_proc_alive_fn"]:  # seen in 2.40
         from ray._raylet import GcsPublisher
 
         return lambda gcs_address, client: GcsPublisher(address=gcs_address)
