@@ -337,3 +337,25 @@ def test_a_sigkilled_run_resumes_from_its_newest_checkpoint_and_its_metrics_go_o
         values = [r[key] for r in recs]
         assert values == sorted(values), key
     assert new[0]["learner_updates"] >= c["learner_updates"] and new[0]["time_s"] >= c["time_s"]
+
+
+def test_a_learner_whose_parameter_server_went_too_ends_the_run_in_one_line(ray_local):
+    """When Ray gives up on the driver (a cluster that lost sight of it), every role goes at once: the
+    learner's restart finds the parameter server dead, and says so instead of a traceback."""
+    from types import SimpleNamespace
+
+    from apexrl.metrics import Console
+    from apexrl.runtime import supervisor as sup
+    from apexrl.runtime.progress import Progress
+
+    @ray.remote
+    class Gone:
+        def get(self, version):
+            return None
+
+    ps = Gone.remote()
+    ray.kill(ps)
+    topology = SimpleNamespace(num_actors=1, learner=None, ps=ps, evaluator=None)
+    s = sup.Supervisor(topology, Progress(num_actors=1), Console("off"))
+    with pytest.raises(sup.TrainingError, match=r"^the learner failed \(.*\) and the parameter server with it"):
+        s.restart_learner(RuntimeError("its process died"), None)

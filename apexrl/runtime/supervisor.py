@@ -51,7 +51,11 @@ class Supervisor:
         self.console.message(f"learner failed ({why}); restart #{self.progress.learner_restarts} from the newest "
                              "weights" + (" and the last checkpoint" if state is not None else ""))
         _kill(self.topology.learner)
-        got = ray.get(self.topology.ps.get.remote(-1), timeout=60)
+        try:
+            got = ray.get(self.topology.ps.get.remote(-1), timeout=60)
+        except (RayActorError, GetTimeoutError) as e:  # the run's roles went with it (a driver Ray gave up on)
+            raise TrainingError(f"the learner failed ({why}) and the parameter server with it ({cause(e)}); "
+                                "the run cannot go on") from None
         weights, version = (None, 0) if got is None else (_weights(got), got[0])
         ev = self.topology.evaluator
         if weights is None and ev is not None and ev.last_weights is not None:
