@@ -5,8 +5,10 @@ The declared range (pyproject's ``ray`` requirement) is the tested range: CI run
 try it (``APEXRL_UNTESTED_RAY=1``); such a Ray then gets Ray's stock start-up, since the lean one
 (``lean_start.py``) reaches into internals that change between releases without notice.
 
-Token authentication came in Ray 2.52. An older Ray in the range runs a private run on loopback alone,
-and says so at start-up.
+The floor is 2.54: on 2.40 and 2.53, private runs and one-node clusters worked, but on a two-node cluster
+the GCS declared the driver dead about a second after it created its roles (tests/test_multinode_netns.py).
+Token authentication came in Ray 2.52: an older Ray, run with ``APEXRL_UNTESTED_RAY=1``, runs a private run
+on loopback alone and says so at start-up.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from functools import lru_cache
 
 import ray
 
-OLDEST = (2, 40)  # keep in step with pyproject.toml's ray requirement and .ci/run
+OLDEST = (2, 54)  # keep in step with pyproject.toml's ray requirement and .ci/run
 NEWEST = (2, 60)
 UNTESTED = "APEXRL_UNTESTED_RAY"
 RANGE = f">={OLDEST[0]}.{OLDEST[1]},<{NEWEST[0]}.{NEWEST[1] + 1}"

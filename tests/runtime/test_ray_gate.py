@@ -81,7 +81,7 @@ def test_a_changed_private_name_turns_the_lean_start_off_and_names_it(monkeypatc
     assert what.split(".")[-1] in (lean_start.problem() or "")
 
 
-@pytest.mark.parametrize("version", ["2.39.2", "2.61.0", "3.0.0", "nightly"])
+@pytest.mark.parametrize("version", ["2.40.0", "2.53.0", "2.61.0", "3.0.0", "nightly"])
 def test_a_ray_outside_the_tested_range_gets_the_stock_start_or_is_refused(monkeypatch, version):
     monkeypatch.setattr(ray, "__version__", version)
     monkeypatch.delenv(ray_compat.UNTESTED, raising=False)
