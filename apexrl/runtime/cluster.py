@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ class ClusterError(RuntimeError):
     """Ray could not be started or reached; the message says how to fix it."""
 
 
+JOIN_WAIT_S = 30.0  # how long a head that answers may take to accept a driver
 _early = False  # a private Ray started ahead by start_early, not yet taken over by init_ray
 
 
@@ -62,13 +64,24 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
             raise ClusterError(str(e)) from None
         return True
     check_cluster(address)
-    try:
-        ray.init(address=address, **kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    deadline = time.monotonic() + JOIN_WAIT_S
+    while True:
+        try:
+            ray.init(address=address, **kwargs)
+            return True
+        except ConnectionError as e:
+            # A head whose GCS answers but whose raylet has not registered yet: Ray 2.54-2.5x refuse at once
+            # (an empty ConnectionError within 0.1 s of `ray start`), where Ray 2.60 waits.
+            ray.shutdown()
+            if time.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
+            err: Exception = e
+        except (RuntimeError, ValueError) as e:
+            err = e
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ClusterError(f"cannot reach a Ray cluster at --address {address} ({first}); start one with "
                            "'ray start --head --port=6379' and pass --address auto or HOST:6379") from None
-    return True
 
 
 def _require_tested_ray() -> None:

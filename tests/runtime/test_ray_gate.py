@@ -314,6 +314,28 @@ def test_an_older_ray_checks_a_cluster_without_asking_about_tokens(monkeypatch):
     cluster.check_cluster("127.0.0.1:6379")
 
 
+def test_a_head_that_answers_before_its_raylet_registered_is_waited_for(monkeypatch):
+    """Ray 2.54-2.5x refuse a driver with an empty ConnectionError for the first second or so of a head."""
+    from apexrl.runtime import cluster
+
+    calls = []
+
+    def init(address, **kw):
+        calls.append(address)
+        if len(calls) < 3:
+            raise ConnectionError()
+
+    monkeypatch.setattr(cluster, "check_cluster", lambda address: None)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    assert cluster.init_ray("127.0.0.1:6379", num_cpus=1) is True
+    assert calls == ["127.0.0.1:6379"] * 3
+    calls.clear()
+    monkeypatch.setattr(cluster, "JOIN_WAIT_S", 0.0)
+    with pytest.raises(cluster.ClusterError, match=r"cannot reach a Ray cluster at --address 127.0.0.1:6379"):
+        cluster.init_ray("127.0.0.1:6379", num_cpus=1)
+
+
 def test_a_listening_socket_beyond_loopback_is_refused_in_one_line():
     """Here this process's own socket stands in for a Ray process's."""
     with socket.socket() as s:
