@@ -22,7 +22,8 @@ def tiny(**over):
 @pytest.mark.compat
 def test_two_actors_train_checkpoint_and_resume(tmp_path):
     run = tmp_path / "run"
-    first = train(tiny(), run_dir=run)
+    # Reports (and so checkpoints) 5 times a second: numpy actors may reach 30k steps in ~1.5 s.
+    first = train(tiny(**{"logging.report_interval_s": 0.2}), run_dir=run)
     assert not ray.is_initialized(), "train() shuts down the Ray it started"
     assert first.env_steps >= 30_000 and first.learner_updates > 0
     assert (run / "config.yaml").exists() and list((run / "tb").iterdir())

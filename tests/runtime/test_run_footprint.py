@@ -43,6 +43,7 @@ def test_a_cartpole_run_starts_only_what_it_uses_and_leaves_nothing_behind(tmp_p
                                 env={**user_env(), "PYTHONPATH": str(tmp_path)}, cwd=tmp_path, stdout=f, stderr=subprocess.STDOUT)
     root = psutil.Process(proc.pid)
     seen: dict[int, tuple[str, float]] = {}
+    roles: set[str] = set()  # every role a process was seen in: a worker is retitled when its actor ends
     torch_in: dict[str, bool] = {}
     try:
         while proc.poll() is None:
@@ -58,6 +59,7 @@ def test_a_cartpole_run_starts_only_what_it_uses_and_leaves_nothing_behind(tmp_p
                 try:
                     role = role_of(p.cmdline())
                     seen[p.pid] = (role, p.create_time())
+                    roles.add(role)
                     if role in ("actor", "learner", "replay shard", "parameter server"):
                         torch_in[role] = torch_in.get(role, False) or _has_torch(p.pid)
                 except (psutil.Error, OSError):
@@ -71,7 +73,6 @@ def test_a_cartpole_run_starts_only_what_it_uses_and_leaves_nothing_behind(tmp_p
     out = log.read_text()
     assert proc.returncode == 0, out
 
-    roles = {r for r, _ in seen.values()}
     assert {"actor", "learner", "replay shard", "parameter server", "Ray GCS", "Ray raylet"} <= roles, roles
     assert not roles & {"Ray dashboard head", "Ray autoscaler monitor", "Ray log monitor"}, roles
     # Only the learner trains a torch network; CartPole's actor and the driver's evaluations act with its MLP
