@@ -53,10 +53,10 @@ def init_ray(address: str | None, num_cpus: int, dashboard: bool = False) -> boo
     if ray.is_initialized():
         taken, _early = _early and address is None, False
         return taken
-    _require_tested_ray()
     ray_compat.quiet_tips()
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address is None:
+        _require_tested_ray()  # an --address run is refused by check_cluster below
         # Loopback only, this run's token, dashboard off unless asked: anyone who reaches a Ray runs code as us.
         try:
             private_ray.start(num_cpus, dashboard, **kwargs)

@@ -190,7 +190,7 @@ def _exposed_linux(tree: list[psutil.Process]) -> list[str] | None:
                     if fields[3] != "0A":  # TCP_LISTEN
                         continue
                     address, port = _proc_address(fields[1], family)
-                    if not ipaddress.ip_address(address).is_loopback and address not in LOOPBACK:
+                    if not ipaddress.ip_address(address).is_loopback:  # IPv4-mapped read as IPv4
                         beyond[fields[9]] = f"{address}:{port}"
     except (OSError, StopIteration, IndexError, ValueError):
         return None
