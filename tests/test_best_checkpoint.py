@@ -68,6 +68,22 @@ def test_a_run_stopped_by_its_target_leaves_the_weights_that_met_it(agent, tmp_p
     assert newest.name in capsys.readouterr().out
 
 
+def test_evaluations_in_a_worker_of_their_own_stop_the_run_and_keep_best_pt_as_the_driver_thread_does(
+        tmp_path, topologies):
+    """On a cluster (``evaluation.where: auto`` with --address) the driver's process stays the control plane."""
+    from apexrl.runtime.evaluator import WorkerEvaluator
+
+    cfg = tiny_config(**{"evaluation.interval_s": 1.0, "evaluation.episodes": 4, "evaluation.where": "worker",
+                         "stop.max_time_s": 240, "stop.target_return": 60.0})
+    result = train(cfg, run_dir=tmp_path / "run")
+    assert isinstance(topologies[0].evaluator, WorkerEvaluator)
+    assert result.reached_target, result.stop_reason
+    state = ckpt.load_file(result.best_checkpoint)
+    assert state["evaluation"]["mean"] == pytest.approx(result.best_eval_return)
+    assert state["evaluation"]["mean"] >= 60.0
+    np.testing.assert_allclose(replay_evaluation(state), state["evaluation"]["returns"], rtol=1e-6)
+
+
 def test_best_pt_holds_the_evaluation_and_the_weights_it_played(tmp_path):
     from apexrl.runtime.checkpointing import Checkpointer
     from apexrl.runtime.progress import Progress

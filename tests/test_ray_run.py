@@ -25,7 +25,7 @@ def test_two_actors_train_checkpoint_and_resume(tmp_path):
     # Reports (and so checkpoints) 5 times a second: numpy actors may reach 30k steps in ~1.5 s.
     first = train(tiny(**{"logging.report_interval_s": 0.2}), run_dir=run)
     assert not ray.is_initialized(), "train() shuts down the Ray it started"
-    assert first.env_steps >= 30_000 and first.learner_updates > 0
+    assert first.env_steps == 30_000 and first.learner_updates > 0, "the budget is met, not overshot"
     assert (run / "config.yaml").exists() and list((run / "tb").iterdir())
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     for key in ("time_s", "env_steps", "learner_updates", "train_return_mean", "env_steps_per_s", "updates_per_s"):
@@ -36,6 +36,11 @@ def test_two_actors_train_checkpoint_and_resume(tmp_path):
     path, state = ckpt.load_latest(run)
     assert path == first.checkpoint
     assert len(ckpt.list_checkpoints(run)) >= 2, "periodic checkpoints were written during the run, not only at its end"
+    for kept in ckpt.list_checkpoints(run):  # periodic ones too: actors held while replay and learner were taken
+        saved = ckpt.safe_load(kept)
+        inserted = sum(int(s["inserted"]) for s in saved["replay"])
+        assert inserted == saved["counters"]["transitions_sent"] > 0, f"{kept.name}: replay and counters of one moment"
+        assert saved["counters"]["learner_updates"] == saved["learner"]["updates"]
     c = state["counters"]
     assert c["env_steps"] == first.env_steps and c["learner_updates"] == first.learner_updates
     shard = ReplayShard(5_000)
@@ -44,8 +49,8 @@ def test_two_actors_train_checkpoint_and_resume(tmp_path):
     assert saved_size > 1_000
     net_before = {k: v.clone() for k, v in state["learner"]["net"].items()}
 
-    second = train(tiny(**{"stop.max_env_steps": 40_000}), resume=run)
-    assert second.env_steps >= 40_000
+    second = train(tiny(**{"stop.max_env_steps": 40_001}), resume=run)
+    assert second.env_steps == 40_002, "met, and overshot by less than one vector step (2 envs)"
     assert second.learner_updates >= first.learner_updates
     after = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r["env_steps"] for r in after]

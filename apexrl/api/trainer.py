@@ -97,8 +97,7 @@ class ApexTrainer(tune.Trainable):
             self.system = self.topology.system
             self.loop = Loop(self.cfg, self.topology, self.run_dir, Console(self.cfg.logging.console), None, None,
                              memory=self._memory)
-            self.loop.holding = True  # the first train() call starts the work
-            self.loop.start()
+            self.loop.start(held=True)  # the first train() call lets it run
         except BaseException:
             self._shutdown()
             raise
@@ -121,12 +120,12 @@ class ApexTrainer(tune.Trainable):
     # ------------------------------------------------------------------ training
     def step(self) -> dict[str, Any]:
         """One iteration (``train()`` calls this): at least ``min_time_s_per_iteration`` seconds and
-        ``min_sample_timesteps_per_iteration`` env steps of the running system, at least one actor chunk."""
+        ``min_sample_timesteps_per_iteration`` env steps of the running system, at least one env step."""
         p, spec = self.loop.progress, self.iteration_spec
         t0, steps0, evals0 = time.monotonic(), p.env_steps, p.evaluations
         self.loop.release()
         self.loop.advance(spec["min_time_s_per_iteration"])
-        # At least one actor chunk per iteration (the first waits out the workers' start-up).
+        # At least one env step per iteration (the first waits out the workers' start-up).
         need = max(1.0, spec["min_sample_timesteps_per_iteration"])
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not self.loop.stop_reason and p.env_steps - steps0 < need:
@@ -134,6 +133,7 @@ class ApexTrainer(tune.Trainable):
                 raise RuntimeError(f"no env steps in {STARTUP_TIMEOUT_S:g} s: the actors were not scheduled or do not "
                                    "run; check the cluster's free CPUs (ray status)")
             self.loop.advance(0.1)
+            self.loop.sync()
         self.loop.hold()
         return self._result(time.monotonic() - t0, evaluated=p.evaluations > evals0)
 

@@ -43,6 +43,17 @@ def _preset(env_id: str, overrides: list[str]) -> Any:
     return load(preset, [f"env.id={env_id}", *overrides])
 
 
+def _first_chunk(envs_per_actor: int) -> int:
+    """Vector steps of an actor's first call, before its speed is known (~256 env steps)."""
+    return max(1, 256 // envs_per_actor)
+
+
+def _next_chunk(res: dict[str, Any], envs_per_actor: int) -> int:
+    """Vector steps for ~0.25 s of acting at the last call's speed: a Ray call per 0.25 s costs the actor little."""
+    per_step = res["time_s"] / max(1, res["env_steps"] // envs_per_actor)
+    return int(np.clip(0.25 / max(per_step, 1e-6), 1, 10_000))
+
+
 def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
                  overrides: list[str]) -> list[dict[str, Any]]:
     """Every actor count in one Ray session, measured in turns (1, 2, 1, 2, ...) so that each count sees
@@ -53,7 +64,6 @@ def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
     from apexrl.envs import is_atari
     from apexrl.runtime.assembly import assemble
     from apexrl.runtime.cluster import init_ray, shutdown_ray
-    from apexrl.runtime.driver import first_actor_chunk, next_actor_chunk
     from apexrl.runtime.transport import ParameterServer
     from apexrl.runtime.workers import ActorWorker, ReplayShardWorker
 
@@ -70,8 +80,8 @@ def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
         shard = ReplayShardWorker.remote(**systems[counts[0]].shard_kwargs(0))
         sets = {n: [ActorWorker.options(num_cpus=1).remote(systems[n], i, [shard], ps) for i in range(n)]
                 for n in counts}
-        ray.get([a.run.remote(first_actor_chunk(E)) for n in counts for a in sets[n]])  # envs, torch, sends
-        chunk = {a: first_actor_chunk(E) for n in counts for a in sets[n]}
+        ray.get([a.run.remote(_first_chunk(E)) for n in counts for a in sets[n]])  # envs, torch, sends
+        chunk = {a: _first_chunk(E) for n in counts for a in sets[n]}
         sent_so_far: dict[Any, tuple[int, int]] = {}  # actor -> its (frames, transitions) sent: running totals
         for _ in range(repeats):
             for n in counts:
@@ -86,7 +96,7 @@ def bench_actors(env_id: str, counts: list[int], seconds: float, repeats: int,
                     res = ray.get(ready[0])
                     steps[i] += res["env_steps"]
                     sent_so_far[actors[i]] = (res["frames_sent"], res["transitions_sent"])
-                    chunk[actors[i]] = next_actor_chunk(res, E)  # as the driver sizes a training run's chunks
+                    chunk[actors[i]] = _next_chunk(res, E)
                     if time.perf_counter() - t0 < seconds:
                         pending[actors[i].run.remote(chunk[actors[i]])] = i
                 dt = time.perf_counter() - t0

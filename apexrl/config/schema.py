@@ -183,6 +183,9 @@ class EvaluationConfig:
     interval_s: float = 1.0  # seconds between greedy evaluations (0 = off); CartPole's costs ~60 ms
     episodes: int = 10  # episodes per evaluation
     epsilon: float = 0.0  # exploration during evaluation (dqn: epsilon; dpg: action-noise std)
+    # Where evaluations run: "driver" (a thread of the driver: no process to start, best on a laptop),
+    # "worker" (a Ray actor of its own: the driver stays free on a cluster), "auto" (worker with --address).
+    where: str = "auto"
 
 
 @dataclass(frozen=True)

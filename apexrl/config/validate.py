@@ -136,6 +136,7 @@ def validate(cfg: Config) -> Config:
     ev = cfg.evaluation
     _check(ev.interval_s >= 0, "evaluation.interval_s", ev.interval_s, "a number of seconds >= 0 (0 = off)")
     _check(ev.episodes >= 1, "evaluation.episodes", ev.episodes, "an integer >= 1")
+    _check(ev.where in ("auto", "driver", "worker"), "evaluation.where", ev.where, "auto, driver or worker")
     _check(0.0 <= ev.epsilon <= 1.0 or (cfg.agent == "dpg" and ev.epsilon >= 0), "evaluation.epsilon", ev.epsilon,
            "a number in [0, 1] (dpg: a noise std >= 0)")
     _check(cfg.logging.report_interval_s > 0, "logging.report_interval_s", cfg.logging.report_interval_s,

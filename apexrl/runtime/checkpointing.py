@@ -48,7 +48,6 @@ class Checkpointer:
         self.cfg, self.topology, self.run_dir, self.progress = cfg, topology, run_dir, progress
         self.replay_snapshot: list[dict[str, Any]] | None = None  # the last complete one (shard restarts use it)
         self.last: Path | None = None
-        self.inflight: dict[str, Any] | None = None  # a periodic checkpoint's requests
         # The last saved learner state (or its checkpoint's bytes): a restarted learner's start.
         self.learner_state: dict[str, Any] | bytes | None = None
 
@@ -68,10 +67,8 @@ class Checkpointer:
         self.last = path
 
     def request(self, elapsed: float) -> dict[str, Any]:
-        """Ask the learner (and the shards) for a checkpoint of now without waiting: the learner answers
-        after its current chunk, and a driver blocked meanwhile would hand out no new actor chunks, so the
-        actors stop, the rate limiter stops the learner, and a checkpoint cost a window of idling. Counters,
-        learner and replay are all of the moment of asking."""
+        """Ask the learner (and the shards) for a checkpoint of now. The caller holds the system still
+        (``Fleet.hold``), so counters, learner and replay are all of one moment."""
         header = {"counters": self.progress.counters(elapsed), "config": to_dict(self.cfg),
                   "num_actors": self.topology.num_actors}
         refs: dict[str, Any] = {"learner": self.topology.learner.checkpoint.remote(header),
@@ -80,22 +77,15 @@ class Checkpointer:
             refs["replay"] = [s.state_dict.remote() for s in self.topology.shards]
         return refs
 
-    def periodic(self, elapsed: float) -> None:
-        """Start a periodic checkpoint unless one is in flight."""
-        if self.inflight is None and self.progress.updates > 0:
-            self.inflight = self.request(elapsed)
-
-    def poll(self) -> None:
-        """Save a periodic checkpoint once all its parts have arrived."""
-        if self.inflight is None:
-            return
-        refs = [self.inflight["learner"], *self.inflight.get("replay", [])]
-        if len(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs):
-            try:
-                self.save(self.inflight)
-            except (RayActorError, RayTaskError) as e:  # the learner died meanwhile: the next one will do
-                log.warning("periodic checkpoint skipped: %s", cause(e))
-            self.inflight = None
+    def periodic(self, elapsed: float) -> Path | None:
+        """A checkpoint during the run (the caller holds the system); a learner that died meanwhile skips it."""
+        if self.progress.updates == 0:
+            return None
+        try:
+            return self.save(self.request(elapsed))
+        except (RayActorError, RayTaskError) as e:
+            log.warning("periodic checkpoint skipped: %s", cause(e))
+            return None
 
     def best_state(self, res: dict[str, Any], elapsed: float) -> dict[str, Any]:
         """``best.pt``'s contents: the weights an evaluation played with, and that evaluation."""

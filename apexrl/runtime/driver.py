@@ -1,42 +1,38 @@
-"""The driver: assembles the system on Ray and runs the loop that hands out work and composes the
-supervisor, the reporter, the stop conditions and the checkpointer.
+"""The driver: assembles the system on Ray and runs the loop that composes scheduling, supervision,
+evaluations, checkpoints, stop conditions and reports.
 
-The driver never touches experience: it reissues work in chunks (``actor.run``, ``learner.train``),
-collects their statistics, and reports every ``logging.report_interval_s`` seconds.
+The driver never touches experience and is in no actor's loop: actors run from start to stop and push
+their counters to the board (``runtime/board.py``), which the driver reads once per report.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import signal
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from apexrl import checkpoint as ckpt
 from apexrl.agents.base import ModelFactory
 from apexrl.config import Config, dump_yaml
-from apexrl.envs.contract import EnvContractError
 from apexrl.envs.spaces import codec_of
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
 from apexrl.runtime.checkpointing import Checkpointer
 from apexrl.runtime.cluster import (
     ClusterError,
-    cause,
     init_ray,
     ship_by_value,
     shutdown_ray,
     sigterm_as_interrupt,
 )
+from apexrl.runtime.evaluations import Evaluations
+from apexrl.runtime.fleet import LEARNER_CHUNK_S, Fleet
 from apexrl.runtime.footprint import PeakMemory, Startup, by_role
 from apexrl.runtime.progress import Progress
 from apexrl.runtime.reporting import Reporter, Window
@@ -47,23 +43,6 @@ from apexrl.runtime.supervisor import Supervisor, TrainingError
 from apexrl.runtime.topology import Topology
 
 log = logging.getLogger(__name__)
-
-ACTOR_CHUNK_S = 0.25
-LEARNER_CHUNK_S = 0.25
-
-
-def first_actor_chunk(envs_per_actor: int) -> int:
-    """Vector steps of an actor's first ``run`` call, before its speed is known (~256 env steps)."""
-    return max(1, 256 // envs_per_actor)
-
-
-def next_actor_chunk(res: dict[str, Any], envs_per_actor: int) -> int:
-    """Vector steps for ~ACTOR_CHUNK_S of acting at the speed the last chunk ran: long enough that a Ray
-    call per chunk costs the actor (and the driver) little, short enough that a dead actor is noticed and
-    the report stays current."""
-    per_step = res["time_s"] / max(1, res["env_steps"] // envs_per_actor)
-    return int(np.clip(ACTOR_CHUNK_S / max(per_step, 1e-6), 1, 10_000))
-
 
 def train(cfg: Config, model_factory: ModelFactory | None = None, run_dir: str | os.PathLike[str] | None = None,
           address: str | None = None, resume: str | os.PathLike[str] | None = None, dashboard: bool = False,
@@ -128,12 +107,14 @@ def build_topology(cfg: Config, rdir: Path, model_factory: ModelFactory | None,
     if model_factory is not None:
         ship_by_value(model_factory)
     system = assemble(cfg, num_actors=num_actors, model_factory=model_factory)
-    return system.cfg, Topology(system, group)
+    return system.cfg, Topology(system, group, on_cluster=not private)
 
 
 class Loop:
-    """Hands out actor and learner chunks as they finish; between them, evaluations, reports, stop
-    checks and checkpoints."""
+    """When each part of the driver acts: scheduling (``fleet``), supervision (``supervisor``), evaluations,
+    checkpoints (``checkpointer``), stop conditions and reports. The driver's work per second is the
+    learner's four calls, one board summary per report and a look at the actors' loops every
+    ``fleet.LIVENESS_S``, whatever the number of actors."""
 
     def __init__(self, cfg: Config, topology: Topology, run_dir: Path, console: Console,
                  resume_state: dict[str, Any] | None, resume_path: Path | None, startup: Startup | None = None,
@@ -149,6 +130,8 @@ class Loop:
         self.stop = StopConditions(cfg.stop)
         if resume_state is not None and resume_path is not None:
             self.checkpointer.resume(resume_state, resume_path)
+            ray.get(topology.board.restore.remote(self.progress.env_steps, self.progress.episodes,
+                                                 self.progress.transitions_sent))
             console.message(f"resumed from {resume_path} at {self.progress.env_steps:,} env steps, "
                             f"{self.progress.updates:,} updates")
         self.reporter = Reporter(cfg, run_dir, console, self.progress, resumed=resume_state is not None)
@@ -157,89 +140,45 @@ class Loop:
             mask = f"; legal actions from the {codec.mask_source}" if codec.mask_source else ""
             console.message(f"observations: {codec.describe()}; {codec.row_bytes} bytes each in replay{mask}")
         self.run_dir = run_dir
-        self.pending: dict[Any, tuple[str, int]] = {}
-        self.chunk = {i: first_actor_chunk(cfg.actors.envs_per_actor) for i in range(topology.num_actors)}
-        # Short: a stop waits for the chunk in flight before the final checkpoint (1 s chunks made it ~0.8 s).
-        self.learner_chunk = min(LEARNER_CHUNK_S, cfg.logging.report_interval_s / 2)
-        self.holding = False  # no new chunks: actors and learner stand still once theirs finish
-        self._actors_held = False
+        # Short: a stop or a hold waits for the learner's call in flight (1 s calls made a stop ~0.8 s longer).
+        self.fleet = Fleet(topology, self.supervisor, min(LEARNER_CHUNK_S, cfg.logging.report_interval_s / 2),
+                           self._on_learner, lambda: self.checkpointer.learner_state)
 
-    def _start_actor(self, i: int) -> None:
-        if not (self.holding or self._actors_held):
-            self.pending[self.topology.actors[i].run.remote(self.chunk[i], self.progress.env_steps)] = ("actor", i)
-
-    def _start_learner(self) -> None:
-        if not self.holding:
-            self.pending[self.topology.learner.train.remote(self.learner_chunk)] = ("learner", 0)
-
-    def hold(self) -> None:
-        """Let the chunks in flight finish and hand out no more, then publish the learner's weights: the
-        system stands still, and its published weights are the learner's (ApexTrainer between calls).
-        Actors first, while the learner still samples: a rate-limited actor waits for it to finish a send."""
-        self._actors_held = True
-        for role in ("actor", "learner"):
-            self.holding = role == "learner"
-            while any(kind == role for kind, _ in self.pending.values()):
-                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=1.0)
-                for ref in ready:
-                    self.last_learner = self._collect(ref, self.window) or self.last_learner
-                self.start_watch.poll()  # a role Ray never starts ends the wait with one line
-        ray.get(self.topology.learner.publish.remote(), timeout=120)
-
-    def release(self) -> None:
-        """Hand out chunks again after :meth:`hold`."""
-        if self.holding:
-            self.holding = self._actors_held = False
-            for i in range(self.topology.num_actors):
-                self._start_actor(i)
-            self._start_learner()
-
-    def _collect(self, ref: Any, window: Window) -> dict[str, Any] | None:
-        """One finished chunk: count it and reissue the work; return the learner's stats if it was his."""
-        kind, i = self.pending.pop(ref)
-        E = self.cfg.actors.envs_per_actor
-        try:
-            res = ray.get(ref)
-        except (RayActorError, RayTaskError) as e:
-            inner = getattr(e, "cause", None)
-            if kind == "actor" and isinstance(inner, EnvContractError):
-                self.env_failure = self.stop_reason = str(inner)  # restarting would only meet it again
-                return None
-            if kind == "actor":
-                self.supervisor.restart_actor(i, e)
-                self.chunk[i] = first_actor_chunk(E)
-                self._start_actor(i)
-            else:
-                self.supervisor.restart_learner(e, self.checkpointer.learner_state)
-                self._start_learner()
-            return None
-        if kind == "actor":
-            if self.startup is not None and "first env step" not in self.startup.marks:
-                self.startup.mark("workers", res["started_at"])
-                self.startup.mark("first env step", res["started_at"])
-                self.console.message(f"start-up: first env step {self.startup.since_start('first env step'):.1f} s "
-                                     "after the command (" + ", ".join(f"{k} {v:.1f} s" for k, v in
-                                                                       self.startup.parts() if v >= 0.05) + ")")
-            self.progress.on_actor(i, res)
-            self.supervisor.actor_ok(i)
-            window.steps += res["env_steps"]
-            budget = self.cfg.stop.max_env_steps
-            if budget is not None and self.progress.env_steps >= budget:
-                self.next_report = time.monotonic()  # report and stop now, not a report interval of steps later
-            self.chunk[i] = next_actor_chunk(res, E)
-            self._start_actor(i)
-            return None
-        self.supervisor.learner_ok()
+    def _on_learner(self, res: dict[str, Any]) -> None:
         self.progress.updates = res["total_updates"]
-        window.add_learner(res)
+        self.window.add_learner(res)
+        self.last_learner = res
         if res["consecutive_skips"] >= self.cfg.learner.max_consecutive_skips:
             raise TrainingError(f"{res['consecutive_skips']} learner updates in a row had a "
                                 "non-finite loss or gradient; lower learner.lr or check rewards")
-        self._start_learner()
-        return res
+
+    def sync(self) -> None:
+        """The board's summary into the run's counters (one call, whatever the number of actors)."""
+        summary = ray.get(self.topology.board.take.remote(), timeout=60)
+        self.window.steps += self.progress.on_summary(summary)
+        if summary["spent"]:
+            self.next_report = time.monotonic()  # report and stop now, not a report interval later
+        started = self.progress.first_step_at
+        if self.startup is not None and started is not None and "first env step" not in self.startup.marks:
+            self.startup.mark("workers", started)
+            self.startup.mark("first env step", started)
+            self.console.message(f"start-up: first env step {self.startup.since_start('first env step'):.1f} s "
+                                 "after the command (" + ", ".join(f"{k} {v:.1f} s" for k, v in
+                                                                   self.startup.parts() if v >= 0.05) + ")")
+
+    def hold(self) -> None:
+        """Stand the system still (actors paused, learner idle) with the learner's weights published and the
+        counters exact: ApexTrainer between calls."""
+        self.fleet.hold()
+        ray.get(self.topology.learner.publish.remote(), timeout=120)
+        self.sync()
+
+    def release(self) -> None:
+        """Let the system run again after :meth:`hold`."""
+        self.fleet.release()
 
     def run(self) -> TrainResult:
-        """Train until a stop condition (or Ctrl-C / SIGTERM), then drain, evaluate and checkpoint."""
+        """Train until a stop condition (or Ctrl-C / SIGTERM), then stop, evaluate and checkpoint."""
         self.start()
         try:
             self.advance()
@@ -247,91 +186,91 @@ class Loop:
             self.stop_reason = "interrupted"
             self.console.message("interrupted: writing a final checkpoint (Ctrl-C again to stop at once)")
         result = self.finish()
-        if self.env_failure:
-            raise TrainingError(f"{self.env_failure}; final checkpoint: {result.checkpoint}")
+        if self.fleet.env_failure:
+            raise TrainingError(f"{self.fleet.env_failure}; final checkpoint: {result.checkpoint}")
         return result
 
-    def start(self) -> None:
-        """Hand out the first chunks; the clock starts here."""
+    def start(self, held: bool = False) -> None:
+        """Start every actor's loop and the learner (``held``: standing still until :meth:`release`); the
+        clock starts here."""
         cfg = self.cfg
         self.t_start = time.monotonic()
-        for i in range(self.topology.num_actors):
-            self._start_actor(i)
-        self._start_learner()
-        self.eval_future: Future[dict[str, Any]] | None = None  # an evaluation running on the driver's thread
-        self.next_eval = self.t_start + cfg.evaluation.interval_s
         self.next_report = self.t_start + cfg.logging.report_interval_s
         self.window = Window(self.t_start)
         self.last_learner: dict[str, Any] = {}
         self.last_record: dict[str, Any] = {}
         self.eval_returns: list[float] | None = None
         self.stop_reason = ""
-        self.env_failure = ""  # a broken env contract (NaN rewards...): stop, checkpoint, then say so
+        self.evaluations = Evaluations(self.topology.evaluator, cfg.evaluation.interval_s, self.progress,
+                                       self.checkpointer, self.elapsed)
+        self.fleet.start(held)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t_start
 
     def advance(self, duration_s: float = float("inf")) -> None:
         """Run the loop for ``duration_s`` seconds or until a stop condition holds (``stop_reason``)."""
-        cfg, topology, progress = self.cfg, self.topology, self.progress
         until = time.monotonic() + duration_s
         while not self.stop_reason and time.monotonic() < until:
             timeout = max(0.0, min(self.next_report, until) - time.monotonic())
-            if self.eval_future is not None:
-                timeout = min(timeout, 0.02)  # look at the evaluation thread often
-            ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
-            for ref in ready:
-                self.last_learner = self._collect(ref, self.window) or self.last_learner
-            if self.eval_future is not None and self.eval_future.done():
-                returns = self.take_evaluation(self.eval_future.result)
-                self.eval_future = None
-                if returns:
-                    self.eval_returns = returns
-                    if self.stop.target_reached(returns):
-                        self.next_report = time.monotonic()  # report and stop now, not at the next tick
+            if self.evaluations.running:
+                timeout = min(timeout, 0.02)  # look at the evaluation often
+            self.fleet.wait(timeout)
+            if self.fleet.env_failure:
+                self.stop_reason = self.fleet.env_failure
+                break
+            if self.startup is not None and self.progress.first_step_at is None:
+                self.sync()  # until the first env step: its start-up line comes as it happens
+            returns = self.evaluations.poll()
+            if returns:
+                self.eval_returns = returns
+                if self.stop.target_reached(returns):
+                    self.next_report = time.monotonic()  # report and stop now, not at the next tick
+            if self.fleet.all_ended():
+                self.next_report = time.monotonic()
             now = time.monotonic()
-            if topology.evaluator is not None and self.eval_future is None and now >= self.next_eval \
-                    and progress.updates > 0:
-                self.eval_future = topology.evaluator.submit()
-                self.next_eval = now + cfg.evaluation.interval_s
             if now >= self.next_report:
                 self._report(now)
-            if not self.stop_reason:
-                self.checkpointer.poll()
 
     def _report(self, now: float) -> None:
         self.next_report = now + self.cfg.logging.report_interval_s
         self.start_watch.poll()
         self.supervisor.check_shards(self.checkpointer.replay_snapshot)
+        self.sync()
         record = self.reporter.report(now - self.t_start, self.window, self.last_learner, self.eval_returns,
                                       self.memory.last_mb if self.memory and self.memory.last else None)
         self.last_record = record
         self.stop_reason = self.stop.check(self.eval_returns, record["time_s"], self.progress.env_steps,
                                            now - self.t_start, self.progress.low_exploration_returns())
+        if not self.stop_reason and self.fleet.all_ended():
+            self.stop_reason = "every actor has ended"  # budget spent: the check above says so when it counts
         self.eval_returns = None
         self.window = Window(now)
         every = self.cfg.checkpoint.every_reports
         if every and self.progress.reports % every == 0 and not self.stop_reason:
-            self.checkpointer.periodic(now - self.t_start)
+            self.fleet.hold()  # counters, learner and replay of one moment
+            try:
+                self.sync()
+                self.checkpointer.periodic(now - self.t_start)
+            finally:
+                self.fleet.release()
 
     def finish(self) -> TrainResult:
-        """Drain the chunks in flight, evaluate if the run has no evaluation yet, report, checkpoint."""
+        """Stop actors and learner, evaluate if the run has no evaluation yet, report, checkpoint."""
         progress, stop_reason = self.progress, self.stop_reason or "stopped"
-        if not self.env_failure:  # that one is said once, with the final checkpoint, by the caller
+        if not self.fleet.env_failure:  # that one is said once, with the final checkpoint, by the caller
             self.console.message(f"stopping: {stop_reason}")
-        last_learner = self._drain(self.window) or self.last_learner
-        final_eval = None
-        if self.eval_future is not None and stop_reason != "interrupted":  # let it finish (it owns the network)
-            final_eval = self.take_evaluation(functools.partial(self.eval_future.result, timeout=300)) or None
-        if progress.last_eval is None and stop_reason != "interrupted":
-            final_eval = self._final_evaluation()
+        self.fleet.stop()
+        self.sync()
+        final_eval = self.evaluations.final(interrupted=stop_reason == "interrupted")
         elapsed = self.elapsed()
         mem = self.memory
         if mem is not None:
             mem.sample()
         footprint = {"startup_s": self.startup.since_start("first env step") if self.startup else None,
                      "peak_memory_mb": round(mem.peak_mb, 1) if mem and mem.peak else None}
-        self.reporter.report(elapsed, self.window, last_learner, final_eval, mem.last_mb if mem else None, footprint)
+        self.reporter.report(elapsed, self.window, self.last_learner, final_eval, mem.last_mb if mem else None,
+                             footprint)
         path = self.checkpointer.final(elapsed)
         self.reporter.close()
         self.console.message(f"checkpoint: {path}")
@@ -344,51 +283,8 @@ class Loop:
         )
 
     def take_evaluation(self, result: Callable[[], dict[str, Any]]) -> list[float]:
-        """The returns of an evaluation, recorded as the last and best (empty if it failed: logged,
-        training goes on)."""
-        try:
-            res = result()
-        except Exception as e:  # noqa: BLE001 - an evaluation error must not cost the run or its checkpoint
-            log.warning("evaluation failed: %s", cause(e))
-            return []
-        returns: list[float] = res["eval_returns"]
-        before = self.progress.best_eval
-        self.progress.on_evaluation(returns)
-        if returns and "weights" in res and (before is None or self.progress.last_eval > before):
-            try:
-                self.checkpointer.best(res, self.elapsed())
-            except (OSError, RayActorError, RayTaskError, GetTimeoutError) as e:
-                log.warning("could not keep the best evaluation's weights: %s", e)
-        return returns
-
-    def _final_evaluation(self) -> list[float] | None:
-        """A run that ended before its first periodic evaluation still reports how its policy plays."""
-        if self.topology.evaluator is None or self.progress.updates == 0:
-            return None
-        return self.take_evaluation(self.topology.evaluator.evaluate) or None
-
-    def _drain(self, window: Window) -> dict[str, Any] | None:
-        """Let in-flight chunks finish (bounded) so their counters land in the final report and checkpoint;
-        return the learner's last statistics if it answered."""
-        for shard in self.topology.shards:
-            shard.stop_rate_limiting.remote()  # the learner has stopped: let actors finish their chunk
-        refs = list(self.pending)
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=10.0)
-        learner = None
-        for ref in ready:
-            kind, i = self.pending[ref]
-            try:
-                res = ray.get(ref)
-            except (RayActorError, RayTaskError):
-                continue
-            if kind == "actor":
-                self.progress.on_actor(i, res)
-                window.steps += res["env_steps"]
-            else:
-                self.progress.updates = res["total_updates"]
-                window.updates += res["updates"]
-                learner = res
-        return learner
+        """An evaluation's returns recorded as the run's (ApexTrainer.evaluate's)."""
+        return self.evaluations.take(result)
 
 
 __all__ = ["ClusterError", "Loop", "TrainResult", "TrainingError", "auto_num_actors", "default_run_dir", "init_ray",

@@ -1,9 +1,10 @@
-"""Periodic greedy evaluation in a thread of the driver process.
+"""Periodic greedy evaluation: in a thread of the driver process, or in a Ray worker of its own.
 
-The driver spends its time blocked in ``ray.wait``, so evaluating there costs no worker process: a
-separate Ray evaluator imported torch (~2 s of CPU) just as the learner started updating, and on a
-2-core host that time came out of the learner's core. An evaluation is one batched forward pass per
-step for all episodes (~0.1 s for ten 500-step CartPole episodes), in numpy where the agent allows.
+On a laptop the driver spends its time blocked in ``ray.wait``, so evaluating there costs no worker
+process: a separate Ray evaluator imported torch (~2 s of CPU) just as the learner started updating, and
+on a 2-core host that time came out of the learner's core. An evaluation is one batched forward pass per
+step for all episodes (~0.1 s for ten 500-step CartPole episodes), in numpy where the agent allows. On a
+cluster the driver's process is the control plane of every actor: evaluations go to a worker.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class DriverEvaluator:
         return fut
 
     def evaluate(self) -> dict[str, Any]:
+        """The newest published weights played for ``evaluation.episodes`` greedy episodes."""
         got = ray.get(self.ps.get.remote(-1), timeout=60)
         if got is None:
             return {"eval_returns": [], "weights_version": -1}
@@ -86,3 +88,64 @@ class DriverEvaluator:
         returns = evaluate(policy, self.cfg.env, ev.episodes, seed=seed)
         return {"eval_returns": returns, "weights_version": version, "eval_time_s": time.perf_counter() - t0,
                 "weights": weights, "seed": seed, "episodes": ev.episodes}
+
+
+@ray.remote(num_cpus=0)
+class EvaluatorWorker:
+    def __init__(self, system: System, ps: Any) -> None:
+        self.evaluator = DriverEvaluator(system, ps)
+
+    def evaluate(self) -> dict[str, Any]:
+        with _one_thread():
+            return self.evaluator.evaluate()
+
+    def last_weights(self) -> tuple[int, dict[str, Any]] | None:
+        return self.evaluator.last_weights
+
+
+class _RefFuture:
+    """A Ray reference read as the driver reads a thread's future."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def done(self) -> bool:
+        return bool(ray.wait([self.ref], timeout=0)[0])
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        return ray.get(self.ref, timeout=timeout)
+
+
+class WorkerEvaluator:
+    """:class:`DriverEvaluator`'s interface, run by an :class:`EvaluatorWorker`."""
+
+    def __init__(self, system: System, ps: Any) -> None:
+        self.worker = EvaluatorWorker.remote(system, ps)
+
+    def submit(self) -> _RefFuture:
+        return _RefFuture(self.worker.evaluate.remote())
+
+    def evaluate(self) -> dict[str, Any]:
+        return ray.get(self.worker.evaluate.remote(), timeout=600)
+
+    @property
+    def last_weights(self) -> tuple[int, dict[str, Any]] | None:
+        try:
+            return ray.get(self.worker.last_weights.remote(), timeout=60)
+        except Exception:  # noqa: BLE001 - a dead evaluator has no copy to offer
+            return None
+
+    def kill(self) -> None:
+        try:
+            ray.kill(self.worker)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+def make_evaluator(system: System, ps: Any, on_cluster: bool) -> DriverEvaluator | WorkerEvaluator | None:
+    """The run's evaluator (None: evaluation off); ``evaluation.where`` "auto" picks a worker on a cluster."""
+    ev = system.cfg.evaluation
+    if ev.interval_s <= 0:
+        return None
+    worker = ev.where == "worker" or (ev.where == "auto" and on_cluster)
+    return WorkerEvaluator(system, ps) if worker else DriverEvaluator(system, ps)

@@ -14,6 +14,7 @@ class Progress:
     num_actors: int
     env_steps: int = 0
     episodes: int = 0
+    transitions_sent: int = 0  # replay items all actors have sent
     updates: int = 0
     time_offset: float = 0.0  # seconds of earlier runs this one resumes
     reports: int = 0
@@ -25,38 +26,35 @@ class Progress:
     shard_restarts: int = 0
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     recent_lengths: deque[int] = field(default_factory=lambda: deque(maxlen=100))
-    actor_returns: dict[int, deque[float]] = field(default_factory=dict)
+    # From the board's last summary (runtime/board.py): rates and totals over all actors, per-actor detail
+    # only for small runs.
+    env_steps_per_s: float = 0.0
+    dropped_sends: int = 0
+    nonfinite: tuple[int, int] = (0, 0)  # (env steps with a non-finite value, transitions dropped)
+    low_explore: list[float] = field(default_factory=list)
+    actor_returns: dict[int, list[float]] = field(default_factory=dict)
     actor_exploration: dict[int, tuple[str, float]] = field(default_factory=dict)
-    actor_dropped: dict[int, int] = field(default_factory=dict)  # batches lost to a dead shard, per live actor
-    actor_rate: dict[int, float] = field(default_factory=dict)  # env steps/s of each actor's last chunk
-    actor_nonfinite: dict[int, tuple[int, int]] = field(default_factory=dict)  # (env steps, transitions dropped)
-    slot_levels: dict[int, list[float]] = field(default_factory=dict)  # exploration of each actor's env slots
-    recent_episodes: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=5000))  # (return,
-    #                                                              exploration of the slot that played it)
+    first_step_at: float | None = None  # wall clock of the run's first env step
 
-    def on_actor(self, i: int, res: dict[str, Any]) -> None:
-        self.env_steps += res["env_steps"]
-        self.episodes += len(res["episode_returns"])
-        self.recent_returns.extend(res["episode_returns"])
-        self.recent_lengths.extend(res["episode_lengths"])
-        self.actor_returns.setdefault(i, deque(maxlen=20)).extend(res["episode_returns"])
-        self.actor_exploration[i] = (res["exploration_name"], float(np.mean(res["exploration"])))
-        self.actor_dropped[i] = int(res.get("dropped_sends", 0))
-        if res.get("time_s"):
-            self.actor_rate[i] = res["env_steps"] / res["time_s"]
-        self.actor_nonfinite[i] = (int(res.get("nonfinite_steps", 0)), int(res.get("nonfinite_dropped", 0)))
-        self.slot_levels[i] = list(res["exploration"])
-        self.recent_episodes.extend(zip(res["episode_returns"], res.get("episode_exploration", ()), strict=False))
+    def on_summary(self, s: dict[str, Any]) -> int:
+        """Take the board's summary; return the env steps it adds."""
+        added = s["env_steps"] - self.env_steps
+        self.env_steps, self.episodes, self.transitions_sent = s["env_steps"], s["episodes"], s["transitions_sent"]
+        self.recent_returns.extend(s["episode_returns"])
+        self.recent_lengths.extend(s["episode_lengths"])
+        self.env_steps_per_s, self.dropped_sends = s["env_steps_per_s"], s["dropped_sends"]
+        self.nonfinite = (s["nonfinite_steps"], s["nonfinite_dropped"])
+        self.low_explore = s["low_exploration_returns"]
+        self.first_step_at = self.first_step_at or s["first_step_at"]
+        for i, a in s["actors"].items():
+            self.actor_returns[i] = a["returns"]
+            if a["exploration"] is not None:
+                self.actor_exploration[i] = tuple(a["exploration"])  # type: ignore[assignment]
+        return added
 
-    def low_exploration_returns(self, window: int = 100) -> list[float]:
-        """Returns of the last ``window`` training episodes played by the least-exploring third of the env
-        slots (ties included): what RLlib's Ape-X reported as episode_reward_mean, whose metrics came from
-        the least-exploring third of its workers, so the figure tracks the policy rather than the exploration."""
-        levels = sorted(v for slot in self.slot_levels.values() for v in slot)
-        if not levels:
-            return []
-        cut = levels[-(-len(levels) // 3) - 1]
-        return [r for r, level in self.recent_episodes if level <= cut][-window:]
+    def low_exploration_returns(self) -> list[float]:
+        """The training returns of the least-exploring third of the env slots (see Board)."""
+        return self.low_explore
 
     def on_evaluation(self, returns: list[float]) -> None:
         if returns:
@@ -65,10 +63,12 @@ class Progress:
             self.best_eval = self.last_eval if self.best_eval is None else max(self.best_eval, self.last_eval)
 
     def counters(self, elapsed: float) -> dict[str, Any]:
-        return {"env_steps": self.env_steps, "episodes": self.episodes, "learner_updates": self.updates,
+        return {"env_steps": self.env_steps, "episodes": self.episodes, "transitions_sent": self.transitions_sent,
+                "learner_updates": self.updates,
                 "time_s": self.time_offset + elapsed, "reports": self.reports, "best_eval": self.best_eval}
 
     def restore(self, c: dict[str, Any]) -> None:
         self.env_steps, self.episodes, self.updates = c["env_steps"], c["episodes"], c["learner_updates"]
+        self.transitions_sent = int(c.get("transitions_sent", 0))
         self.time_offset, self.reports = c["time_s"], c["reports"]
         self.best_eval = c.get("best_eval")

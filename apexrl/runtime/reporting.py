@@ -62,9 +62,9 @@ class Reporter:
             "episodes": p.episodes,
             "train_return_mean": float(np.mean(p.recent_returns)) if p.recent_returns else None,
             "train_return_low_explore_mean": float(np.mean(low)) if (low := p.low_exploration_returns()) else None,
-            # The actors' own speed over their last chunks: a chunk can outlast a report window, and the
-            # window's count then alternates between 0 and double.
-            "env_steps_per_s": sum(p.actor_rate.values()) if p.actor_rate else w.steps / dt,
+            # The actors' own speed over their last pushes: a push period can be as long as a report
+            # window, and the window's count would then alternate between 0 and double.
+            "env_steps_per_s": p.env_steps_per_s or w.steps / dt,
             "updates_per_s": w.updates / dt,
             "learner_idle_fraction": (w.idle / w.learn_time) if w.learn_time > 0 else None,
             "replay_size": learner.get("replay_size"),
@@ -74,9 +74,9 @@ class Reporter:
             "actor_restarts": p.actor_restarts,
             "shard_restarts": p.shard_restarts,
             "learner_restarts": p.learner_restarts,
-            "dropped_sends": sum(p.actor_dropped.values()),
-            "nonfinite_env_steps": sum(v[0] for v in p.actor_nonfinite.values()),
-            "nonfinite_dropped": sum(v[1] for v in p.actor_nonfinite.values()),
+            "dropped_sends": p.dropped_sends,
+            "nonfinite_env_steps": p.nonfinite[0],
+            "nonfinite_dropped": p.nonfinite[1],
         }
         if rec["nonfinite_env_steps"] > self._nonfinite_said:  # one line per report at most
             self.console.message(f"env '{self.cfg.env.id}' returned a non-finite reward or observation in "
@@ -95,7 +95,7 @@ class Reporter:
             hns = human_normalized_score(self.cfg.env.id, rec["eval_return_mean"])
             if hns is not None and is_atari(self.cfg.env):
                 rec["eval_hns"] = hns
-        for i in range(p.num_actors):
+        for i in sorted(p.actor_exploration.keys() | p.actor_returns.keys()):  # small runs only (the board's)
             if i in p.actor_exploration:
                 name, value = p.actor_exploration[i]
                 rec[f"actor{i}_{name}"] = value

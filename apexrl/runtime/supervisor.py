@@ -31,9 +31,6 @@ class Supervisor:
 
         self.learner_streak = 0
 
-    def actor_ok(self, i: int) -> None:
-        self.fail_streak[i] = 0
-
     def learner_ok(self) -> None:
         self.learner_streak = 0
 
@@ -66,9 +63,13 @@ class Supervisor:
 
     def restart_actor(self, i: int, err: Exception) -> None:
         """Replace a dead or failing actor with a fresh one of the same index; an actor that fails again
-        before finishing any work is a crash loop, and stops the run."""
+        before taking any env step (the board knows) is a crash loop, and stops the run."""
         self.progress.actor_restarts += 1
-        self.progress.actor_rate.pop(i, None)  # steps nothing while it restarts
+        try:
+            if ray.get(self.topology.board.progressed.remote(i), timeout=30):
+                self.fail_streak[i] = 0
+        except (RayActorError, GetTimeoutError):
+            pass
         self.fail_streak[i] += 1
         why = cause(err)
         if self.fail_streak[i] > MAX_ACTOR_FAILURES_IN_ROW:

@@ -13,7 +13,7 @@ from typing import Any
 import ray
 
 from apexrl.runtime.assembly import System
-from apexrl.runtime.evaluator import DriverEvaluator
+from apexrl.runtime.evaluator import make_evaluator
 
 LEARNER_RESERVE_S = 30.0  # a GPU learner's reservation: at most this long before the actors are asked for
 
@@ -46,17 +46,20 @@ class Topology:
     """Creates and holds the Ray actors of one run. ``group``: a placement group whose bundle 0 holds the
     learner and bundle 1 + i actor i (a Tune trial's, see ``ApexTrainer.default_resource_request``)."""
 
-    def __init__(self, system: System, group: Any = None) -> None:
+    def __init__(self, system: System, group: Any = None, on_cluster: bool = False) -> None:
         from apexrl.runtime.transport import ParameterServer
 
         cfg = system.cfg
         self.system, self.cfg, self.num_actors, self.group = system, cfg, system.num_actors, group
         self.learner_group: Any = None
+        from apexrl.runtime.board_worker import BoardWorker
+
         self.ps = ParameterServer.remote()
+        self.board = BoardWorker.remote(system.num_actors, cfg.actors.envs_per_actor, cfg.stop.max_env_steps)
         self.shards = [self.make_shard(i) for i in range(cfg.replay.num_shards)]
         self.learner = self.make_learner()
         self.actors = [self.make_actor(i) for i in range(system.num_actors)]
-        self.evaluator = DriverEvaluator(system, self.ps) if cfg.evaluation.interval_s > 0 else None
+        self.evaluator = make_evaluator(system, self.ps, on_cluster)
 
     def make_learner(self) -> Any:
         from apexrl.runtime.workers import LearnerWorker
@@ -92,8 +95,8 @@ class Topology:
 
         a = self.cfg.actors
         where = _bundle(self.group, 1 + i) if self.group is not None else {"scheduling_strategy": _strategy(self.system)}
-        return ActorWorker.options(num_cpus=a.num_cpus, num_gpus=a.num_gpus, **where).remote(self.system, i,
-                                                                                             self.shards, self.ps)
+        return ActorWorker.options(num_cpus=a.num_cpus, num_gpus=a.num_gpus, **where).remote(
+            self.system, i, self.shards, self.ps, self.board)
 
     def set_shards(self, shards: list[Any]) -> None:
         """Point the learner and the actors at a new shard set (one was replaced)."""
@@ -103,7 +106,9 @@ class Topology:
             a.set_shards.remote(shards)
 
     def kill(self) -> None:
-        for a in [*self.actors, self.learner, *self.shards, self.ps]:
+        if hasattr(self.evaluator, "kill"):
+            self.evaluator.kill()
+        for a in [*self.actors, self.learner, *self.shards, self.ps, self.board]:
             if a is not None:
                 try:
                     ray.kill(a)

@@ -107,12 +107,16 @@ class RayReplaySink:
         self._heard = False  # has any shard answered a send yet
         self.dropped = 0
         self.blocked_s = 0.0
+        self._owed: Any = None  # a shard whose "wait" an acknowledge() did not wait out: heeded at the next add
 
     def set_shards(self, shards: list[Any]) -> None:
         self.shards = list(shards)
 
     def add(self, batch: Batch, priorities: np.ndarray) -> None:
         t0 = time.perf_counter()
+        if self._owed is not None:
+            owed, self._owed = self._owed, None
+            self._wait_for_learner(owed)
         self._settle(self._answered())
         shard = self.shards[self._next % len(self.shards)]
         self._next += 1
@@ -140,24 +144,62 @@ class RayReplaySink:
             n += 1
         return n
 
-    def _settle(self, count: int) -> None:
+    def _settle(self, count: int, heed_limit: bool = True) -> None:
         """Wait for the ``count`` oldest sends; when a shard says the learner is behind the
-        samples-per-insert ratio, wait until it catches up (the actor's side of the rate limiter)."""
+        samples-per-insert ratio, wait until it catches up (the actor's side of the rate limiter), or,
+        without ``heed_limit``, owe that wait to the next send."""
         done, self._inflight = self._inflight[:count], self._inflight[count:]
         for shard, ref in done:
             try:
                 ok = ray.get(ref)
                 self._heard = True
-                pause = 0.002
-                while not ok:
-                    # Each poll is a round trip costing CPU on this actor and on the shard, the learner's
-                    # neighbours on a small host: back off (2 ms doubling to 20 ms) instead of 200 polls/s.
-                    time.sleep(pause)
-                    pause = min(2 * pause, 0.02)
-                    ok = ray.get(shard.insert_allowed.remote())
+                if not ok and not heed_limit:
+                    self._owed = shard
+                elif not ok:
+                    self._wait_for_learner(shard)
             except (RayActorError, RayTaskError) as e:
                 self.dropped += 1
                 log.warning("a replay shard lost a batch: %s", type(e).__name__)
 
+    def _wait_for_learner(self, shard: Any) -> None:
+        pause = 0.002
+        try:
+            while not ray.get(shard.insert_allowed.remote()):
+                # Each poll is a round trip costing CPU on this actor and on the shard, the learner's
+                # neighbours on a small host: back off (2 ms doubling to 20 ms) instead of 200 polls/s.
+                time.sleep(pause)
+                pause = min(2 * pause, 0.02)
+        except (RayActorError, RayTaskError):
+            pass  # a dead shard does not limit anyone: its replacement is the supervisor's
+
     def flush(self) -> None:
         self._settle(len(self._inflight))
+
+    def acknowledge(self) -> None:
+        """Wait until every send so far is stored, not for the learner: a paused actor must not depend on
+        a learner that may be held too. The rate limiter's wait, if any, comes before the next send."""
+        self._settle(len(self._inflight), heed_limit=False)
+
+
+class RayControl:
+    """An actor's line to the board (:class:`~apexrl.runtime.actor_loop.Control`): at most one push in flight."""
+
+    def __init__(self, board: Any, index: int) -> None:
+        self.board, self.index = board, index
+        self._ref: Any = None
+
+    def register(self, want: int) -> dict[str, Any]:
+        return ray.get(self.board.register.remote(self.index, want))
+
+    def push(self, delta: dict[str, Any], want: int) -> None:
+        if self._ref is None:
+            self._ref = self.board.push.remote(self.index, delta, want)
+
+    def busy(self) -> bool:
+        return self._ref is not None
+
+    def reply(self, wait: bool = False) -> dict[str, Any] | None:
+        if self._ref is None or not (wait or ray.wait([self._ref], timeout=0)[0]):
+            return None
+        ref, self._ref = self._ref, None
+        return ray.get(ref)

@@ -15,7 +15,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from apexrl.agents.base import Learner
 from apexrl.runtime.assembly import System
-from apexrl.runtime.transport import RayReplaySink, RayWeightSource
+from apexrl.runtime.transport import RayControl, RayReplaySink, RayWeightSource
 
 log = logging.getLogger(__name__)
 __all__ = ["ActorWorker", "LearnerWorker", "RayShards", "ReplayShardWorker"]  # noqa: F822 (lazy, see __getattr__)
@@ -46,20 +46,53 @@ def _one_thread() -> None:
     threadpool_limits(1, user_api="blas")  # for the life of this worker process
 
 
-@ray.remote
+@ray.remote(concurrency_groups={"acting": 1, "control": 1})
 class ActorWorker:
-    def __init__(self, system: System, index: int, shards: list[Any], ps: Any) -> None:
+    """One actor for the life of the run: ``loop`` holds the "acting" thread from start to stop; ``pause``,
+    ``resume``, ``stop`` and ``set_shards`` reach it from the one thread of the "control" group, in the
+    order they were sent, while it acts; the default thread stays free for Ray's readiness ping."""
+
+    def __init__(self, system: System, index: int, shards: list[Any], ps: Any, board: Any = None) -> None:
+        from apexrl.runtime.actor_loop import ActorLoop
+        from apexrl.runtime.board import push_period
+
         _quiet_worker()
         self.sink = RayReplaySink(shards, system.cfg.actors.max_inflight_sends, start=index)
         self.actor = system.make_actor(index, self.sink, RayWeightSource(ps))
         _one_thread()
+        self._loop = None
+        if board is not None:
+            self._loop = ActorLoop(self.actor, RayControl(board, index),
+                                   push_period(system.num_actors, system.cfg.logging.report_interval_s),
+                                   stats=self._sink_stats, acknowledge=self.sink.acknowledge)
+
+    def _sink_stats(self) -> dict[str, Any]:
+        return {"dropped_sends": self.sink.dropped, "blocked_s": self.sink.blocked_s}
+
+    @ray.method(concurrency_group="acting")
+    def loop(self) -> str:
+        """Act until ``stop`` or the budget is spent; the reason it ended."""
+        return self._loop.run()
+
+    @ray.method(concurrency_group="control")
+    def pause(self, timeout_s: float = 60.0) -> bool:
+        return self._loop.pause(timeout_s)
+
+    @ray.method(concurrency_group="control")
+    def resume(self) -> None:
+        self._loop.resume()
+
+    @ray.method(concurrency_group="control")
+    def stop(self) -> None:
+        self._loop.stop()
 
     def run(self, num_steps: int, global_env_steps: int | None = None) -> dict[str, Any]:
+        """``num_steps`` vector steps, called from outside (benchmarks of the actor alone)."""
         stats = self.actor.run(num_steps, global_env_steps)
-        stats["dropped_sends"] = self.sink.dropped
-        stats["blocked_s"] = self.sink.blocked_s
+        stats.update(self._sink_stats())
         return stats
 
+    @ray.method(concurrency_group="control")
     def set_shards(self, shards: list[Any]) -> None:
         self.sink.set_shards(shards)
 

@@ -71,21 +71,6 @@ def test_in_process_it_stops_at_the_first_refused_sample():
     assert res["updates"] == 0
 
 
-def test_the_training_mean_rllib_reported_is_over_the_least_exploring_third_of_the_slots():
-    from apexrl.runtime.progress import Progress
-
-    p = Progress(num_actors=2)
-    # six slots; the least-exploring third: levels 0.001 and 0.01 (two slots), level 0.01 shared by two
-    p.on_actor(0, {"env_steps": 3, "episode_returns": [10.0, 20.0, 30.0], "episode_lengths": [1, 1, 1],
-                   "episode_exploration": [0.4, 0.01, 0.001], "exploration": [0.4, 0.1, 0.01],
-                   "exploration_name": "epsilon"})
-    p.on_actor(1, {"env_steps": 2, "episode_returns": [40.0, 50.0], "episode_lengths": [1, 1],
-                   "episode_exploration": [0.2, 0.01], "exploration": [0.2, 0.05, 0.001],
-                   "exploration_name": "epsilon"})
-    assert p.low_exploration_returns() == [20.0, 30.0, 50.0]
-    assert p.low_exploration_returns(window=2) == [30.0, 50.0]
-
-
 def test_a_run_stops_on_the_training_mean_only_with_ten_episodes_of_those_slots():
     from apexrl.config import StopConfig
     from apexrl.runtime.stopping import StopConditions
@@ -95,15 +80,3 @@ def test_a_run_stops_on_the_training_mean_only_with_ten_episodes_of_those_slots(
     assert stop.check(None, 1.0, 100, 1.0, [140.0] * 10) == ""
     assert "training mean 160.0" in stop.check(None, 2.0, 200, 2.0, [160.0] * 10)
     assert (stop.time_to_target, stop.steps_to_target) == (2.0, 200)
-
-
-def test_the_reported_env_step_rate_is_the_actors_own_over_their_last_chunks():
-    """A chunk can outlast a report window: counting steps per window would alternate 0 and double."""
-    from apexrl.runtime.progress import Progress
-
-    p = Progress(num_actors=2)
-    chunk = {"episode_returns": [], "episode_lengths": [], "exploration": [0.1], "exploration_name": "epsilon"}
-    p.on_actor(0, {**chunk, "env_steps": 8000, "time_s": 4.0})
-    p.on_actor(1, {**chunk, "env_steps": 3000, "time_s": 1.0})
-    p.on_actor(0, {**chunk, "env_steps": 6000, "time_s": 2.0})
-    assert sum(p.actor_rate.values()) == 3000 + 3000
