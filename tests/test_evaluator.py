@@ -102,3 +102,24 @@ def test_an_evaluation_in_numpy_runs_on_one_blas_thread_and_restores_the_callers
         with _one_thread():
             assert blas_threads() == {1}
         assert blas_threads() == {2}
+
+
+def test_a_worker_evaluator_whose_worker_died_reports_that_evaluation_failed_and_plays_the_next_on_a_new_one(
+        ray_local):
+    ray = ray_local
+    from ray.exceptions import RayActorError
+
+    from apexrl.runtime.evaluator import WorkerEvaluator
+    from apexrl.runtime.transport import ParameterServer
+
+    system = _system()
+    ps = ParameterServer.remote()
+    ray.get(ps.set.remote(3, [ray.put(state_dict_to_numpy(system.make_network()))]))
+    ev = WorkerEvaluator(system, ps)
+    first = ev.worker
+    ray.kill(first)  # its node went
+    with pytest.raises(RayActorError):
+        ev.submit().result(timeout=60)
+    res = ev.submit().result(timeout=120)
+    assert ev.worker is not first and res["weights_version"] == 3 and len(res["eval_returns"]) == 3
+    ev.kill()

@@ -314,8 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         row = measure(n, args)
         rows.append(row)
         print(format_row(row), flush=True)
-    path = write_result("scale", {"rows": rows, "args": vars(args), "cpus": os.cpu_count()})
-    print(f"results: {path}")
+    write_result("scale", {"rows": rows, "args": vars(args), "cpus": os.cpu_count()})
     return 0
 
 

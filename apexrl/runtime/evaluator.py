@@ -13,12 +13,13 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any
 
 import ray
+from ray.exceptions import RayActorError
 
 from apexrl.evaluation import evaluate
 from apexrl.runtime.assembly import System
@@ -106,27 +107,44 @@ class EvaluatorWorker:
 class _RefFuture:
     """A Ray reference read as the driver reads a thread's future."""
 
-    def __init__(self, ref: Any) -> None:
-        self.ref = ref
+    def __init__(self, ref: Any, on_lost: Callable[[], None] = lambda: None) -> None:
+        self.ref, self.on_lost = ref, on_lost
 
     def done(self) -> bool:
         return bool(ray.wait([self.ref], timeout=0)[0])
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
-        return ray.get(self.ref, timeout=timeout)
+        try:
+            return ray.get(self.ref, timeout=timeout)
+        except RayActorError:
+            self.on_lost()
+            raise
 
 
 class WorkerEvaluator:
-    """:class:`DriverEvaluator`'s interface, run by an :class:`EvaluatorWorker`."""
+    """:class:`DriverEvaluator`'s interface, run by an :class:`EvaluatorWorker`. A worker that died (its
+    node went) is replaced before the next evaluation; the one that failed is reported as failed."""
 
     def __init__(self, system: System, ps: Any) -> None:
+        self.system, self.ps = system, ps
         self.worker = EvaluatorWorker.remote(system, ps)
+        self.lost = False
+
+    def _live_worker(self) -> Any:
+        if self.lost:
+            log.warning("evaluation worker lost; starting a new one")
+            self.kill()
+            self.worker, self.lost = EvaluatorWorker.remote(self.system, self.ps), False
+        return self.worker
+
+    def _on_lost(self) -> None:
+        self.lost = True
 
     def submit(self) -> _RefFuture:
-        return _RefFuture(self.worker.evaluate.remote())
+        return _RefFuture(self._live_worker().evaluate.remote(), self._on_lost)
 
     def evaluate(self) -> dict[str, Any]:
-        return ray.get(self.worker.evaluate.remote(), timeout=600)
+        return _RefFuture(self._live_worker().evaluate.remote(), self._on_lost).result(timeout=600)
 
     @property
     def last_weights(self) -> tuple[int, dict[str, Any]] | None:

@@ -35,6 +35,16 @@ def _shard_strategy(system: System, i: int) -> Any:
     return NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False) if nodes else _strategy(system)
 
 
+def _driver_node() -> dict[str, Any]:
+    """Options pinning a role to the driver's node: the board and the parameter server hold the run's
+    counters and newest weights, and on a zero-CPU actor Ray may pick any node, one that can die while the
+    driver (and so the run) lives on. Hard affinity: the driver's node outlives the run by definition."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
+                                                                  soft=False)}
+
+
 def _bundle(group: Any, index: int) -> dict[str, Any]:
     """Options placing a role in bundle ``index`` of ``group`` (a Tune trial's placement group)."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -54,8 +64,8 @@ class Topology:
         self.learner_group: Any = None
         from apexrl.runtime.board_worker import BoardWorker
 
-        self.ps = ParameterServer.remote()
-        self.board = BoardWorker.remote(system.num_actors, cfg.actors.envs_per_actor, cfg.stop.max_env_steps)
+        self.ps = ParameterServer.options(**_driver_node()).remote()
+        self.board = BoardWorker.options(**_driver_node()).remote(system.num_actors, cfg.actors.envs_per_actor, cfg.stop.max_env_steps)
         self.shards = [self.make_shard(i) for i in range(cfg.replay.num_shards)]
         self.learner = self.make_learner()
         self.actors = [self.make_actor(i) for i in range(system.num_actors)]
