@@ -10,7 +10,9 @@ simulated actors, ``--per-host`` to a process. A simulated actor is the real ``A
 leases, pause and stop) around a null actor that steps a null env at ``--rate`` steps/s (35: the paper's
 per-actor agent-step rate, 50k frames/s over 360 actors at action repeat 4), sends ``send_every``
 transitions shaped as the preset's actors send them through the real ``RayReplaySink``, and polls the real
-``RayWeightSource`` every env step, so the weight latency is the fan-out's, not a sync period's.
+``RayWeightSource`` every ``--poll-every`` env steps (8: 0.23 s at 35 steps/s; real actors pull every
+``actors.weight_sync_period``, Ape-X's 400 frames), so the weight latency is the fan-out's plus at most
+that poll period, not a sync period's.
 
 Reported per N, over ``--seconds`` after a warm-up: the driver process's CPU (% of a core) and its Ray
 actor calls per second; the board's pushes per second; the shards' CPU and calls per second (sends and
@@ -50,8 +52,9 @@ class NullActor:
     weight polls. Episodes of ``episode_len`` steps end with return 1."""
 
     def __init__(self, cfg: Any, sink: Any, weights: Any, rate: float, payload: dict[str, np.ndarray],
-                 episode_len: int = 500) -> None:
+                 poll_every: int, episode_len: int = 500) -> None:
         self.cfg, self.sink, self.weights, self.period = cfg, sink, weights, 1.0 / rate
+        self.poll_every = poll_every
         self.payload, self.prios = payload, np.ones(len(payload["action"]))
         self.policy, self.episode_len = _NullPolicy(), episode_len
         self.env_steps = self.pending = 0
@@ -76,11 +79,12 @@ class NullActor:
             if self.pending >= self.cfg.actors.send_every:
                 self.sink.add(self.payload, self.prios)
                 self.pending, self.sends = 0, self.sends + 1
-            tp = time.perf_counter()
-            got = self.weights.poll()
-            self.poll_s += time.perf_counter() - tp
-            if got is not None and "published_at" in got[1]:
-                self.latencies.append(time.time() - float(got[1]["published_at"][0]))
+            if self.env_steps % self.poll_every == 0:
+                tp = time.perf_counter()
+                got = self.weights.poll()
+                self.poll_s += time.perf_counter() - tp
+                if got is not None and "published_at" in got[1]:
+                    self.latencies.append(time.time() - float(got[1]["published_at"][0]))
             if self.env_steps % self.episode_len == 0:
                 returns.append(1.0)
         return {"env_steps": n, "time_s": time.perf_counter() - t0, "episode_returns": returns,
@@ -94,7 +98,7 @@ class SimActorHost:
     (sized to them, plus one for Ray's readiness ping)."""
 
     def __init__(self, system: Any, indices: list[int], shards: list[Any], ps: Any, board: Any, rate: float,
-                 seed: int) -> None:
+                 poll_every: int, seed: int) -> None:
         from apexrl.bench.feed import payloads
         from apexrl.runtime.actor_loop import ActorLoop
         from apexrl.runtime.board import push_period
@@ -108,7 +112,7 @@ class SimActorHost:
         self.sinks: dict[int, Any] = {}
         for i in indices:
             self.sinks[i] = RayReplaySink(shards, cfg.actors.max_inflight_sends, start=i)
-            self.actors[i] = NullActor(cfg, self.sinks[i], RayWeightSource(ps), rate, payload)
+            self.actors[i] = NullActor(cfg, self.sinks[i], RayWeightSource(ps), rate, payload, poll_every)
             self.loops[i] = ActorLoop(self.actors[i], RayControl(board, i), period,  # type: ignore[arg-type]
                                       acknowledge=self.sinks[i].acknowledge)
 
@@ -162,7 +166,7 @@ class SimActorHandle:
         self.__ray_ready__ = host.__ray_ready__
 
 
-def _sim_topology(system: Any, rate: float, per_host: int, update_ms: float) -> Any:
+def _sim_topology(system: Any, rate: float, per_host: int, update_ms: float, poll_every: int) -> Any:
     from apexrl.bench.null_learner import NullLearner
     from apexrl.runtime.topology import Topology
     from apexrl.runtime.workers import LearnerWorker
@@ -182,7 +186,7 @@ def _sim_topology(system: Any, rate: float, per_host: int, update_ms: float) -> 
             if not hasattr(self, "hosts"):
                 n = self.num_actors
                 self.hosts = [SimActorHost.options(num_cpus=0.01, max_concurrency=min(per_host, n - h) + 1).remote(
-                    self.system, list(range(h, min(n, h + per_host))), self.shards, self.ps, self.board, rate, h)
+                    self.system, list(range(h, min(n, h + per_host))), self.shards, self.ps, self.board, rate, poll_every, h)
                     for h in range(0, n, per_host)]
             return SimActorHandle(self.hosts[i // per_host], i)
 
@@ -220,7 +224,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     from apexrl.runtime.driver import Loop
 
     cfg = load(args.config, ["learner.device=cpu", "learner.num_gpus=0", "actors.num_gpus=0",
-                             f"actors.num_actors={n}", "actors.envs_per_actor=1", "actors.weight_sync_period=1",
+                             f"actors.num_actors={n}", "actors.envs_per_actor=1",
                              "replay.samples_per_insert=null", "replay.learning_starts=256", "replay.capacity=100000",
                              "evaluation.interval_s=0", "checkpoint.every_reports=0", "logging.console=off",
                              "logging.tensorboard=false", f"learner.publish_period={args.publish_every}",
@@ -230,7 +234,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     counter = None
     try:
         system = assemble(cfg, num_actors=n)
-        topology = _sim_topology(system, args.rate, args.per_host, args.update_ms)
+        topology = _sim_topology(system, args.rate, args.per_host, args.update_ms, args.poll_every)
         loop = Loop(system.cfg, topology, Path(tempfile.mkdtemp(prefix="apexrl-scale-")), Console("off"), None, None)
         loop.start()
         loop.advance(args.warmup)
@@ -303,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=10.0, help="seconds before the window (start-up, replay warm-up)")
     ap.add_argument("--config", default="cartpole", help="preset whose sends are simulated (cartpole, atari)")
     ap.add_argument("--send-every", type=int, default=50, help="transitions per send (Ape-X: 50); 0: the preset's")
+    ap.add_argument("--poll-every", type=int, default=8, help="env steps between a simulated actor's weight polls")
     ap.add_argument("--update-ms", type=float, default=50.0, help="the null learner's time per update")
     ap.add_argument("--publish-every", type=int, default=20, help="updates between publications")
     ap.add_argument("--set", action="append", default=[], help="more config overrides, key=value")
