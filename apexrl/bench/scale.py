@@ -18,7 +18,7 @@ Reported per N, over ``--seconds`` after a warm-up: the driver process's CPU (% 
 actor calls per second; the board's pushes per second; the shards' CPU and calls per second (sends and
 sample requests); weight publication -> in the actor's hands (median, p99) against the publication
 period; the share of the actors' time spent outside their env's step (sends, weight polls, the loop),
-and waiting on the board; env steps/s against N x rate; memory (PSS) per simulated actor.
+and waiting on the board; env steps/s against N x rate; memory (PSS) per simulated actor; the driver's RSS.
 Results: bench-results/scale-<date>.json.
 """
 
@@ -217,6 +217,8 @@ class _CallCounter:
 
 
 def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    import psutil
+
     from apexrl.config import load
     from apexrl.metrics import Console
     from apexrl.runtime.assembly import assemble
@@ -238,6 +240,9 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         loop = Loop(system.cfg, topology, Path(tempfile.mkdtemp(prefix="apexrl-scale-")), Console("off"), None, None)
         loop.start()
         loop.advance(args.warmup)
+        deadline = time.monotonic() + 300  # many hosts on few cores start slowly: measure once weights flow
+        while ray.get(topology.ps.get.remote(-1)) is None and time.monotonic() < deadline:
+            loop.advance(2.0)
         counter = _CallCounter()
 
         def snap() -> dict[str, Any]:
@@ -246,7 +251,8 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
                    "hosts": ray.get([h.stats.remote() for h in topology.hosts]),
                    "shard_cpu": sum(p["cpu_s"] for p in ray.get([s.profile.remote() for s in topology.shards])),
                    "pushes": ray.get(topology.board.pushed.remote()), "updates": loop.progress.updates,
-                   "versions": ray.get(topology.ps.get.remote(-1))[0]}
+                   "versions": (ray.get(topology.ps.get.remote(-1)) or (0,))[0],
+                   "driver_rss_mb": psutil.Process().memory_info().rss / 1e6}
             counter.active = True
             return out
 
@@ -275,6 +281,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
             "board_wait_share": round(tot("board_wait_s") / acting_s, 5),
             "send_share": round(tot("send_s") / acting_s, 4),
             "env_steps_per_s": round(steps / dt, 1), "env_steps_per_s_ideal": n * args.rate,
+            "driver_rss_mb": round(b["driver_rss_mb"], 1),
             "pss_mb_per_actor": round(sum(h["pss_mb"] for h in b["hosts"]) / n, 2),
             "learner_updates_per_s": round((b["updates"] - a["updates"]) / dt, 1),
         }
@@ -294,7 +301,7 @@ def format_row(r: dict[str, Any]) -> str:
             f"{r['board_pushes_per_s']:>6.1f} | {r['shard_cpu_pct']:>5.1f} | {r['shard_calls_per_s']:>6.1f} | "
             f"{lat:>12} s | {r['publication_period_s']} s | {100 * r['non_env_share']:>5.2f}% | "
             f"{100 * r['board_wait_share']:.3f}% | {r['env_steps_per_s']:>8.0f} / {r['env_steps_per_s_ideal']:.0f} | "
-            f"{r['pss_mb_per_actor']:.2f} MB")
+            f"{r['pss_mb_per_actor']:.2f} MB | {r['driver_rss_mb']:.0f} MB")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = []
     print("actors | driver CPU % | driver calls/s | board pushes/s | shard CPU % | shard calls/s | weight latency "
-          "median/p99 | publication period | time outside env | waiting on board | env steps/s / ideal | PSS/actor")
+          "median/p99 | publication period | time outside env | waiting on board | env steps/s / ideal | PSS/actor | driver RSS")
     for n in [int(x) for x in args.actors.split(",")]:
         row = measure(n, args)
         rows.append(row)
