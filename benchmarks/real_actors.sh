@@ -27,10 +27,19 @@ setsid env RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 RAY_AUTH_MODE=token "RAY_AUTH_TOK
     --include-dashboard=false --disable-usage-stats > "$WORK/head.log" 2>&1 & HEAD=$!
 trap 'kill -TERM -- -"$HEAD" 2>/dev/null || true; sleep 2; kill -KILL -- -"$HEAD" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 1 60); do (echo > "/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.5; done
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# utime + stime of the apexrl command and its descendants (it runs the driver in a child of its own)
+ticks() {
+  local t=0 p
+  for p in $(pstree -p -T "$1" | grep -o '([0-9]*)' | tr -d '()'); do
+    t=$((t + $(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0)))
+  done
+  echo "$t"
+}
 for N in "${COUNTS[@]}"; do
+  sleep 15  # the previous run's workers give their CPUs back to the head
   RUN="$WORK/run-$N"
-  (cd "$WORK" && exec env RAY_AUTH_TOKEN="$TOKEN" "$PY" -m apexrl train --address "127.0.0.1:$PORT" --max-time 75 \
+  # The head listens on loopback only; without this Ray's driver swaps 127.0.0.1 for the host's address.
+  (cd "$WORK" && exec env RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 RAY_AUTH_TOKEN="$TOKEN" "$PY" -m apexrl train --address "127.0.0.1:$PORT" --max-time 75 \
       --console plain --run-dir "$RUN" --set env.id=apexrl.envs.testing:PacedCartPole-v1 \
       --set actors.num_actors="$N" --set actors.envs_per_actor=1 --set evaluation.interval_s=0 \
       > "$WORK/run-$N.log" 2>&1) & PID=$!
@@ -44,8 +53,11 @@ import json, os, sys
 n, c0, c1, t0, t1, path = int(sys.argv[1]), *map(float, sys.argv[2:6]), sys.argv[6]
 cpu = 100 * (c1 - c0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)
 recs = [json.loads(x) for x in open(path)]
-late = [r["env_steps_per_s"] for r in recs if r["time_s"] >= 25 and r.get("env_steps_per_s")][:-1]
-rate = sum(late) / len(late) / n if late else float("nan")
+late = [r for r in recs if r["time_s"] >= 25][:-1]  # the last record is the final one, after the stop
+rate = (late[-1]["env_steps"] - late[0]["env_steps"]) / (late[-1]["time_s"] - late[0]["time_s"]) / n \
+    if len(late) > 1 else float("nan")
+shown = [r["env_steps_per_s"] / n for r in late if r.get("env_steps_per_s")]
+print(f"# {n} actors: env steps/s per actor as the reports showed it: {sum(shown) / max(1, len(shown)):.1f}")
 ret = recs[-1].get("train_return_low_explore_mean") or recs[-1].get("train_return_mean")
 print(f"{n:>6} | {cpu:6.2f} | {rate:5.1f} | {ret}")
 EOF

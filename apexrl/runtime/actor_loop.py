@@ -88,6 +88,7 @@ class ActorLoop:
         self._stop = threading.Event()
         self.rate = 0.0  # env steps/s, what the next lease is sized by
         self.waited_s = 0.0  # acting time lost waiting for the board (a spent lease); holds not counted
+        self._pushed_at = time.perf_counter()
 
     # ------------------------------------------------------------------ control (other threads)
     def pause(self, timeout: float | None = None) -> bool:
@@ -119,6 +120,9 @@ class ActorLoop:
     def _push(self, wait: bool = False) -> None:
         if not self.control.busy():
             self.delta.add(self.stats())
+            now = time.perf_counter()
+            # the rate is over wall time: an env paced on a clock catches up inside run() on time lost outside it
+            self.delta.data["wall_s"], self._pushed_at = now - self._pushed_at, now
             self.control.push(self.delta.take(), self._want())
         if wait:
             t0 = time.perf_counter()
@@ -128,7 +132,7 @@ class ActorLoop:
     def run(self) -> str:
         """Act until stopped or the budget is spent; return why it ended ("stopped" or "budget"). A pause
         asked for before the loop began is kept: the loop then starts by standing still."""
-        t0 = time.perf_counter()
+        t0 = self._pushed_at = time.perf_counter()
         self._take_reply(self.control.register(self._want()))
         self.waited_s += time.perf_counter() - t0
         next_push = time.monotonic() + min(self.period, 0.1)  # the first push comes soon: start-up is timed by it

@@ -79,8 +79,9 @@ class Board:
         self._new_lengths.extend(delta.get("episode_lengths", []))
         a.returns.extend(returns)
         self.recent_episodes.extend(zip(returns, delta.get("episode_exploration", ()), strict=False))
-        if delta.get("time_s"):
-            a.rate = steps / delta["time_s"]
+        span = delta.get("wall_s") or delta.get("time_s")
+        if span:
+            a.rate = steps / span
         if "exploration" in delta:
             a.levels = list(delta["exploration"])
             a.exploration = (delta["exploration_name"], sum(a.levels) / max(1, len(a.levels)))

@@ -109,3 +109,16 @@ def test_a_delta_sums_steps_and_keeps_the_newest_totals():
     assert d.take() == {"env_steps": 10, "time_s": 1.0, "episode_returns": [1.0, 2.0], "transitions_sent": 16,
                         "started_at": 7.0}
     assert not d
+
+
+def test_each_push_carries_the_wall_time_since_the_last_so_rates_count_time_outside_the_env():
+    loop, board, actor, _ = _loop(period=0.1)
+    deltas = []
+    push = loop.control.push
+    loop.control.push = lambda delta, want: (deltas.append(delta), push(delta, want))
+    t, _ = _in_thread(loop)
+    time.sleep(0.6)
+    loop.stop()
+    t.join(10)
+    assert all(d["wall_s"] >= d.get("time_s", 0) for d in deltas)
+    assert 0.5 <= sum(d["wall_s"] for d in deltas) <= 1.5  # the pushes' spans tile the loop's life

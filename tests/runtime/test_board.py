@@ -95,3 +95,10 @@ def test_the_push_period_keeps_the_board_under_its_call_budget():
     assert push_period(4, report_interval_s=2.0) == 1.0
     assert push_period(4, report_interval_s=0.5) == 0.25
     assert push_period(1000, report_interval_s=2.0) == 4.0  # 1000 actors / 4 s = 250 pushes/s
+
+
+def test_an_actors_rate_is_over_the_wall_time_between_its_pushes_not_only_the_time_inside_its_env():
+    b = Board(num_actors=1, envs_per_actor=1)
+    # 70 steps in 1 s of stepping, but 2 s passed since the last push: a paced env caught up on lost time
+    b.push(0, {"env_steps": 70, "time_s": 1.0, "wall_s": 2.0}, 0)
+    assert b.take()["env_steps_per_s"] == 35
