@@ -26,7 +26,9 @@ FIRST_LEASE = 256  # env steps asked for before the actor's speed is known
 class Control(Protocol):
     """The actor's line to the board."""
 
-    def register(self, want: int) -> dict[str, Any]: ...
+    def register(self, want: int) -> None:
+        """(Re)start this actor's record; the answer comes as a reply, like a push's."""
+        ...
 
     def push(self, delta: dict[str, Any], want: int) -> None:
         """Send without waiting; a push still unanswered makes this one a no-op (the caller keeps the delta)."""
@@ -133,7 +135,11 @@ class ActorLoop:
         """Act until stopped or the budget is spent; return why it ended ("stopped" or "budget"). A pause
         asked for before the loop began is kept: the loop then starts by standing still."""
         t0 = self._pushed_at = time.perf_counter()
-        self._take_reply(self.control.register(self._want()))
+        self.control.register(self._want())
+        if self.actor.cfg.stop.max_env_steps is not None:  # no step without a lease
+            self._take_reply(self.control.reply(wait=True))
+        # else the first steps go on while the board answers: the first start need not wait for the board's
+        # process, and a restarted actor acts a slice or two before its exploration hears the global count
         self.waited_s += time.perf_counter() - t0
         next_push = time.monotonic() + min(self.period, 0.1)  # the first push comes soon: start-up is timed by it
         vsteps = 1

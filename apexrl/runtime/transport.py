@@ -188,8 +188,8 @@ class RayControl:
         self.board, self.index = board, index
         self._ref: Any = None
 
-    def register(self, want: int) -> dict[str, Any]:
-        return ray.get(self.board.register.remote(self.index, want))
+    def register(self, want: int) -> None:
+        self._ref = self.board.register.remote(self.index, want)  # replaces any push in flight: a new life
 
     def push(self, delta: dict[str, Any], want: int) -> None:
         if self._ref is None:

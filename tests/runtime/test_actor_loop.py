@@ -17,7 +17,7 @@ class BoardLine:
         self.board, self.index, self._reply, self.pushes = board, index, None, 0
 
     def register(self, want):
-        return self.board.register(self.index, want)
+        self._reply = self.board.register(self.index, want)
 
     def push(self, delta, want):
         if self._reply is None:

@@ -74,8 +74,11 @@ class EpsilonGreedyPolicy:
         self._legal = getattr(self.q, "legal_actions", None)  # action masks (apexrl.agents.encoders.MaskedQ)
 
     def observe_global_steps(self, env_steps: int) -> None:
-        """The run's env steps over all actors now (the driver's count, resumed runs included)."""
-        self._global0, self._local0 = env_steps, self._local
+        """The run's env steps over all actors now (the board's count, resumed runs included). Between
+        counts the actor extrapolates by its own steps times the actors; a count below that guess keeps the
+        guess, so epsilon never climbs back (the other actors were slower than this one)."""
+        guess = self._global0 + (self._local - self._local0) * self.anneal[2] if self.anneal is not None else 0
+        self._global0, self._local0 = max(env_steps, guess), self._local
         self._anneal()
 
     def _anneal(self) -> None:

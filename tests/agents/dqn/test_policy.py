@@ -93,3 +93,16 @@ def test_the_builder_anneals_only_when_asked():
     assert plain.anneal is None
     cfg = Config().replace(**{"actors.eps_anneal_steps": 1000, "actors.eps_start": 0.9})
     assert builder.make_actor_policy(cfg, net, space, 1, 2, 3, 0).anneal == (0.9, 1000, 2)
+
+
+def test_an_annealed_epsilon_never_climbs_back_when_the_count_comes_in_below_the_actors_own_guess():
+    net = torch.nn.Linear(4, 2)
+    policy = EpsilonGreedyPolicy(net, 2, np.array([0.1, 0.02]), seed=0, priority_eps=1e-6, anneal=(1.0, 1000, 4))
+    policy.observe_global_steps(500)
+    for _ in range(25):  # its guess: 500 + 50 own steps x 4 actors = 700
+        policy.act(np.zeros((2, 4), np.float32))
+    before = policy.exploration.copy()
+    policy.observe_global_steps(600)  # the others were slower: the run is at 600, not 700
+    np.testing.assert_allclose(policy.exploration, before)
+    policy.observe_global_steps(800)
+    np.testing.assert_allclose(policy.exploration, 1.0 + (np.array([0.1, 0.02]) - 1.0) * 0.8)
