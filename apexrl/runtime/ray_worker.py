@@ -83,6 +83,12 @@ def main() -> None:
         raise SystemExit("apexrl: Ray's default worker is not installed")
     sys.argv[0], sys.path[0] = path, os.path.dirname(path)  # as if the raylet had run Ray's worker itself
     if os.environ.get(LIGHT_ENV) != "1":
+        # numpy and ray, which Ray's worker imports too, first and here: two threads importing one module
+        # can each see it half-initialized (numpy's "cannot import name ... partially initialized module",
+        # seen once in a test's shard while it deserialized a batch)
+        import numpy  # noqa: F401
+        import ray  # noqa: F401
+
         threading.Thread(target=_preimport, name="apexrl-preimport", daemon=True).start()
     lean_serializers()
     runpy.run_path(path, run_name="__main__")
