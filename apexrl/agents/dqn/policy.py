@@ -77,15 +77,19 @@ class EpsilonGreedyPolicy:
         """The run's env steps over all actors now (the board's count, resumed runs included). Between
         counts the actor extrapolates by its own steps times the actors; a count below that guess keeps the
         guess, so epsilon never climbs back (the other actors were slower than this one)."""
-        guess = self._global0 + (self._local - self._local0) * self.anneal[2] if self.anneal is not None else 0
-        self._global0, self._local0 = max(env_steps, guess), self._local
+        self._global0, self._local0 = max(env_steps, self._guess()), self._local
         self._anneal()
+
+    def _guess(self) -> int:
+        """The run's env steps as this actor reckons them: the last count plus its own share times the actors."""
+        actors = self.anneal[2] if self.anneal is not None else 0
+        return self._global0 + (self._local - self._local0) * actors
 
     def _anneal(self) -> None:
         if self.anneal is None:
             return
-        start, steps, actors = self.anneal
-        done = self._global0 + (self._local - self._local0) * actors  # this actor's share times the actors
+        start, steps, _ = self.anneal
+        done = self._guess()
         frac = min(1.0, done / steps) if steps > 0 else 1.0
         self.exploration = start + (self.final - start) * frac
 
