@@ -7,6 +7,7 @@ as much network time as one.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from apexrl.agents.base import Policy
 from apexrl.config import EnvConfig
 from apexrl.envs import make_env
+from apexrl.envs.multiagent.make import is_multiagent
 
 
 def evaluate(policy: Policy, env_cfg: EnvConfig, episodes: int, seed: int = 0,
@@ -43,3 +45,19 @@ def evaluate(policy: Policy, env_cfg: EnvConfig, episodes: int, seed: int = 0,
     finally:
         for env in envs:
             env.close()
+
+
+def evaluate_system(system: Any, network: Any, weights: Any, episodes: int, seed: int,
+                    explore: float | None = None) -> dict[str, Any]:
+    """``weights`` played greedily with ``system``'s eval policy: ``eval_returns``, and for a multi-agent game
+    against an opponent, ``eval_seats`` (win / draw / loss per seat, ``envs/multiagent/play.py``)."""
+    def policy(rows: int) -> Policy:
+        p = system.make_eval_policy(network, rows, seed, explore)
+        p.set_weights(weights)
+        return p
+
+    if is_multiagent(system.cfg.env):
+        from apexrl.envs.multiagent.play import evaluate_game
+
+        return evaluate_game(policy, system.cfg, episodes, seed=seed)
+    return {"eval_returns": evaluate(policy(episodes), system.cfg.env, episodes, seed=seed)}

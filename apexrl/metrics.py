@@ -73,6 +73,8 @@ class MetricsWriter:
                 if tag is None:
                     if key.startswith(("actor", "shard")):
                         tag = f"actors/{key}" if key.startswith("actor") else f"replay/{key}"
+                    elif key.startswith("eval_seat_"):  # eval_seat_<agent>_<win|draw|loss>
+                        tag = f"eval/{key[len('eval_seat_'):]}"
                     else:
                         continue
                 self._tb.add_scalar(tag, value, step)
@@ -94,8 +96,16 @@ def progress_line(r: dict[str, Any]) -> str:
         f"{_fmt(r['time_s'], '6.0f')}s  steps {r['env_steps']:>9,}  updates {r['learner_updates']:>7,}  "
         f"return {_fmt(r.get('train_return_mean')):>6}  eval {_fmt(r.get('eval_return_mean_last')):>6}  "
         f"{_fmt(r.get('env_steps_per_s'), '.0f')} steps/s  {_fmt(r.get('updates_per_s'), '.0f')} upd/s  "
-        f"replay {_fmt(r.get('replay_size'), ',')}"
+        f"replay {_fmt(r.get('replay_size'), ',')}" + seats_text(r)
     )
+
+
+def seats_text(r: dict[str, Any]) -> str:
+    """Win / draw / loss of the last evaluation against the opponent, per seat (multi-agent games)."""
+    seats = sorted({k[len("eval_seat_"):].rsplit("_", 1)[0] for k in r if k.startswith("eval_seat_")})
+    parts = [f"{s} {r[f'eval_seat_{s}_win']:.0%}/{r[f'eval_seat_{s}_draw']:.0%}/{r[f'eval_seat_{s}_loss']:.0%}"
+             for s in seats]
+    return f"  W/D/L {', '.join(parts)}" if parts else ""
 
 
 class Console:

@@ -90,3 +90,22 @@ def test_continuous_action_vectors_keep_their_shape_and_dtype():
     out = b.step(obs, act(1.0), np.ones(2), obs, no, no)
     assert out["action"].dtype == np.float32 and out["action"].shape == (2, 2)
     np.testing.assert_array_equal(out["action"], act(0.25))  # the window's first action
+
+
+def test_slots_step_on_their_own_clock_as_agents_of_a_turn_based_game_do():
+    # two slots, n=2: slot 0 steps at calls 1, 2, 3; slot 1 only at calls 2 and 4 (terminal)
+    b = NStepBuilder(2, 2, G)
+    one = lambda v: np.array([[v]], dtype=np.float32)
+    assert b.step(one(0), np.array([0]), np.array([1.0]), one(1), np.array([False]), np.array([False]),
+                  slots=[0]) is None
+    out = b.step(np.array([[1], [10]], np.float32), np.array([0, 1]), np.array([2.0, 5.0]),
+                 np.array([[2], [11]], np.float32), np.array([False, False]), np.array([False, False]), slots=[0, 1])
+    assert out["obs"][:, 0].tolist() == [0] and out["reward"][0] == pytest.approx(1 + G * 2)
+    assert out["next_obs"][0, 0] == 2 and out["discount"][0] == pytest.approx(G ** 2)
+    out = b.step(one(2), np.array([0]), np.array([3.0]), one(3), np.array([False]), np.array([False]), slots=[0])
+    assert out["obs"][0, 0] == 1 and out["reward"][0] == pytest.approx(2 + G * 3)
+    out = b.step(one(11), np.array([1]), np.array([7.0]), one(12), np.array([True]), np.array([False]), slots=[1])
+    # slot 1's windows: [10, 11] and [11], both terminal; slot 0's pending step is untouched
+    assert out["obs"][:, 0].tolist() == [10, 11]
+    assert out["reward"].tolist() == pytest.approx([5 + G * 7, 7]) and out["discount"].tolist() == [0, 0]
+    assert b._count.tolist() == [1, 0]

@@ -53,7 +53,9 @@ class Policy(Protocol):
         """The run's env steps over all actors, given with each chunk of work (schedules over the run)."""
         ...
 
-    def act(self, obs: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray: ...
+    def act(self, obs: np.ndarray, keys: np.ndarray | None = None, slots: np.ndarray | None = None) -> np.ndarray:
+        """Actions for ``obs``, the rows of env ``slots`` (each slot its own exploration), else of the first."""
+        ...
 
     def priorities(self, batch: Batch) -> np.ndarray:
         """|TD| + eps of transitions with ``obs``, ``action``, ``reward``, ``discount``, ``next_obs``."""
@@ -111,6 +113,8 @@ class ExperienceWriter(Protocol):
 class AgentBuilder(Protocol):
     name: str
     frame_replay: bool  # whether frame-stacked observations may travel as de-duplicated frames
+    acts_by_slot: bool  # whether its policies act for any subset of env slots (``Policy.act(slots=...)``), as the
+    #                     agents of a turn-based game need
 
     def check_spaces(self, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
         """Raise ``EnvSpecError`` with one line naming what to change if the agent cannot use these spaces."""

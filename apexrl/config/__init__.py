@@ -21,6 +21,7 @@ from apexrl.config.schema import (
     EvaluationConfig,
     LearnerConfig,
     LoggingConfig,
+    MultiAgentConfig,
     NetworkConfig,
     ReplayConfig,
     StopConfig,
@@ -31,6 +32,6 @@ from apexrl.config.schema import (
 from apexrl.config.validate import validate
 
 __all__ = ["AGENTS", "ALIASES", "ActorsConfig", "CheckpointConfig", "Config", "ConfigError", "DPGConfig", "EnvConfig",
-           "EvaluationConfig", "LearnerConfig", "LoggingConfig", "NetworkConfig", "PRESETS_DIR", "ReplayConfig",
+           "EvaluationConfig", "LearnerConfig", "LoggingConfig", "MultiAgentConfig", "NetworkConfig", "PRESETS_DIR", "ReplayConfig",
            "StopConfig", "dump_yaml", "flatten", "from_dict", "load", "load_all", "load_yaml", "parse_override", "resolve_path",
            "to_dict", "validate"]

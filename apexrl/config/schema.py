@@ -32,6 +32,8 @@ class EnvConfig:
     #                          or a dotted class path (my_pkg.envs.MyEnv); in Python also a class or creator
     kwargs: Mapping[str, Any] = field(default_factory=dict)  # gymnasium.make's keyword arguments; a class or
     #                                                          creator gets them as its one env_config argument
+    api: str = "auto"  # what id gives: gymnasium (one agent) | aec (PettingZoo, turn-based) | parallel (PettingZoo,
+    #                    all agents at once) | rllib (RLlib's MultiAgentEnv) | auto (found out from the env built)
     creator: Any = field(default=None, metadata={"object": True})  # the class or callable handed over in Python
     #                   (not in config.yaml: a resume rebuilds it from id when id names an importable class)
     action_mask: str = "auto"  # where legal actions come from: observation (a Dict entry 'action_mask') | info
@@ -189,6 +191,15 @@ class EvaluationConfig:
 
 
 @dataclass(frozen=True)
+class MultiAgentConfig:
+    """Several agents in one env (``env.api`` aec, parallel or rllib): one policy shared by every agent."""
+
+    opponent: str = "auto"  # who plays the other seats in evaluations: random (uniform over legal actions, each
+    #                         seat in turn: games with action masks) | self (every agent plays with the policy:
+    #                         cooperative tasks) | auto (random where agents have action masks, else self)
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     report_interval_s: float = 2.0  # seconds between reports (console, metrics.jsonl, TensorBoard)
     tensorboard: bool = True
@@ -228,6 +239,7 @@ class Config:
     dpg: DPGConfig = field(default_factory=DPGConfig)
     r2d2: R2D2Config = field(default_factory=R2D2Config)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    multiagent: MultiAgentConfig = field(default_factory=MultiAgentConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     stop: StopConfig = field(default_factory=StopConfig)

@@ -139,6 +139,10 @@ def validate(cfg: Config) -> Config:
     _check(ev.where in ("auto", "driver", "worker"), "evaluation.where", ev.where, "auto, driver or worker")
     _check(0.0 <= ev.epsilon <= 1.0 or (cfg.agent == "dpg" and ev.epsilon >= 0), "evaluation.epsilon", ev.epsilon,
            "a number in [0, 1] (dpg: a noise std >= 0)")
+    _check(cfg.env.api in ("auto", "gymnasium", "aec", "parallel", "rllib"), "env.api", cfg.env.api,
+           "auto, gymnasium, aec, parallel or rllib")
+    _check(cfg.multiagent.opponent in ("auto", "random", "self"), "multiagent.opponent", cfg.multiagent.opponent,
+           "auto, random or self")
     _check(cfg.logging.report_interval_s > 0, "logging.report_interval_s", cfg.logging.report_interval_s,
            "a number of seconds > 0")
     _check(cfg.checkpoint.every_reports >= 0, "checkpoint.every_reports", cfg.checkpoint.every_reports,

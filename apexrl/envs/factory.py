@@ -253,10 +253,45 @@ def resolve_id(cfg: EnvConfig) -> Any:
     return creator
 
 
+def _check_multiagent(cfg: EnvConfig, creator: Any) -> tuple[EnvConfig, gym.Space, gym.Space] | None:
+    """A multi-agent env's checked config and shared policy's spaces; None when ``cfg``'s creator builds a
+    gymnasium env (``env.api: auto``)."""
+    from apexrl.envs.multiagent.games import as_game
+    from apexrl.envs.multiagent.make import MultiAgentSpecError, call_any_creator, check_game
+
+    asked = cfg.api != "auto"
+    if creator is None:
+        raise EnvSpecError(f"config key 'env.api' = '{cfg.api}' but env '{cfg.id}' is a gymnasium id; set env.api "
+                           "to gymnasium or auto, or name a multi-agent env's creator")
+    try:
+        obj = call_any_creator(creator, dict(cfg.kwargs))
+    except Exception as e:
+        if asked:
+            raise EnvSpecError(f"env '{cfg.id}': its creator raised {_first_line(e)}; check env.kwargs "
+                               "(env_config) and the creator") from None
+        return None  # the gymnasium path calls it RLlib's way and says what fails
+    game = as_game(obj)
+    if game is None:
+        getattr(obj, "close", lambda: None)()
+        if asked:
+            raise EnvSpecError(f"config key 'env.api' = '{cfg.api}' but env '{cfg.id}' gave a {type(obj).__name__}, "
+                               "not a PettingZoo or RLlib multi-agent env")
+        return None
+    try:
+        return check_game(dataclasses.replace(cfg, creator=creator), game)
+    except MultiAgentSpecError as e:
+        raise EnvSpecError(str(e)) from None
+
+
 def check_and_resolve(cfg: EnvConfig) -> tuple[EnvConfig, gym.Space, gym.Space]:
     """:func:`check_env`, and ``cfg`` with what was found out: the creator of a register_env name or class path
     (which then travels to workers as an object) and where action masks come from."""
     creator = resolve_id(cfg)
+    if cfg.api != "gymnasium" and (creator is not None or cfg.api != "auto"):
+        found = _check_multiagent(cfg, creator)
+        if found is not None:
+            return found
+        cfg = dataclasses.replace(cfg, api="gymnasium")
     uses_ale_vector(cfg)  # env.vector=ale where it cannot apply fails here, with the reason
     if creator is not None and cfg.creator is None:
         cfg = dataclasses.replace(cfg, creator=creator)

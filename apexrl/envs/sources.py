@@ -13,8 +13,10 @@ travels to every worker inside the config.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -63,9 +65,30 @@ def import_env_path(path: str) -> Callable[..., Any] | None:
         if e.name and module.startswith(e.name):
             return None  # not a module path (e.g. 'CartPole-v1.5'); the caller says what is unknown
         raise
+    if isinstance(obj, types.ModuleType):  # PettingZoo's convention: pettingzoo.classic.tictactoe_v3
+        found = getattr(obj, "parallel_env", None) or getattr(obj, "env", None)
+        if callable(found):
+            return found  # all agents at once where the module offers it: one forward pass per step
+        raise TypeError(f"'{path}' is a module without an env() or parallel_env() function")
     if not callable(obj):
         raise TypeError(f"'{path}' is a {type(obj).__name__}, not an env class or creator")
     return obj
+
+
+def pettingzoo_registered(env_id: str) -> Callable[..., Any] | None:
+    """A creator for an id of PettingZoo's own registry (``classic/tictactoe-v3``), where PettingZoo is
+    installed and has one (its registry came with PettingZoo 1.26)."""
+    if "/" not in env_id or ":" in env_id:
+        return None
+    try:
+        import pettingzoo
+    except ImportError:
+        return None
+    make = getattr(pettingzoo, "make", None)
+    for api, registry in (("parallel", "parallel_registry"), ("aec", "aec_registry")):
+        if env_id in (getattr(pettingzoo, registry, None) or ()):
+            return functools.partial(make, api, env_id)
+    return None
 
 
 def resolve_creator(env_id: str, creator: Any) -> Callable[..., Any] | None:
@@ -74,7 +97,7 @@ def resolve_creator(env_id: str, creator: Any) -> Callable[..., Any] | None:
         return creator
     if env_id.partition(":")[2] in gym.registry or env_id in gym.registry:
         return None
-    found = registered_env(env_id)
+    found = registered_env(env_id) or pettingzoo_registered(env_id)
     if found is not None:
         return found
     return import_env_path(env_id)

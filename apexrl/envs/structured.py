@@ -21,10 +21,13 @@ class NoLegalActionError(EnvContractError):
 
 
 class StructuredObservation(gym.Wrapper):  # type: ignore[type-arg]
-    def __init__(self, env: gym.Env, env_id: str, info_mask: bool, ignore: tuple[str, ...] = ()) -> None:
+    def __init__(self, env: gym.Env, env_id: str, info_mask: bool, ignore: tuple[str, ...] = (),
+                 codec: ObservationCodec | None = None) -> None:
         super().__init__(env)
-        n = int(env.action_space.n) if isinstance(env.action_space, gym.spaces.Discrete) else None
-        self.codec = ObservationCodec(env.observation_space, n, info_mask, ignore)
+        if codec is None:
+            n = int(env.action_space.n) if isinstance(env.action_space, gym.spaces.Discrete) else None
+            codec = ObservationCodec(env.observation_space, n, info_mask, ignore)
+        self.codec = codec
         self.env_id = env_id
         self.observation_space = PackedSpace(self.codec)
         self._steps = 0
@@ -70,11 +73,20 @@ def mask_source(env: gym.Env) -> str:
 
 def structure(env: gym.Env, env_id: str, action_mask: str, ignore: tuple[str, ...]) -> gym.Env:
     """``env`` with packed observations where its space or masks need them, else ``env`` itself."""
-    space = env.observation_space
-    dict_mask = isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces
-    discrete = isinstance(env.action_space, gym.spaces.Discrete)
     if action_mask == "auto":
         action_mask = mask_source(env)
+    codec = codec_for(env.observation_space, env.action_space, env_id, action_mask, ignore)
+    if codec is None:
+        return env
+    return StructuredObservation(env, env_id, codec.mask_source == "info", ignore, codec)
+
+
+def codec_for(space: gym.Space, action_space: gym.Space, env_id: str, action_mask: str,
+              ignore: tuple[str, ...]) -> ObservationCodec | None:
+    """How observations of ``space`` become rows (None: they stay as they are); ``action_mask`` is decided
+    (observation | info | none). Raises ValueError with one line where masks and spaces disagree."""
+    dict_mask = isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces
+    discrete = isinstance(action_space, gym.spaces.Discrete)
     info_mask = action_mask == "info"
     if action_mask == "none" and dict_mask:
         ignore = (*ignore, MASK_KEY)
@@ -82,8 +94,11 @@ def structure(env: gym.Env, env_id: str, action_mask: str, ignore: tuple[str, ..
         raise ValueError(f"env.action_mask is 'observation' but env '{env_id}' has no '{MASK_KEY}' entry in its "
                          f"observation space {space}")
     if not (needs_codec(space) or info_mask or ignore):
-        return env
+        return None
     if (info_mask or dict_mask and action_mask != "none") and not discrete:
-        raise ValueError(f"env '{env_id}' gives action masks but has a {type(env.action_space).__name__} action "
+        raise ValueError(f"env '{env_id}' gives action masks but has a {type(action_space).__name__} action "
                          "space; masks need Discrete actions (set env.action_mask=none)")
-    return StructuredObservation(env, env_id, info_mask, ignore)
+    codec = ObservationCodec(space, int(action_space.n) if discrete else None, info_mask, ignore)
+    if not codec.inputs:
+        raise ValueError(f"env '{env_id}' has no numeric observation entries in {space}")
+    return codec

@@ -10,6 +10,10 @@ Termination and truncation differ only in ``discount``: a time limit is not a te
 (Pardo et al., 2018), so a truncated window still bootstraps from the final observation. At an episode
 end every pending window (lengths m = 1 .. count) is flushed, so no step is lost and no window crosses
 an episode boundary.
+
+Each env slot keeps its own place in the ring, so a step may cover only some slots (``slots``): in a
+turn-based multi-agent game a slot is one agent of one game copy, and its transition completes only when
+that agent is next to move.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ class NStepBuilder:
         self._act: np.ndarray | None = None  # [n, E, ...]: discrete ids or continuous action vectors
         self._rew = np.zeros((n, num_envs), dtype=np.float64)
         self._count = np.zeros(num_envs, dtype=np.int64)  # pending steps per env, <= n
-        self._t = 0  # ring position of the next write (shared by all envs: they step together)
+        self._t = np.zeros(num_envs, dtype=np.int64)  # ring position of each env's next write
+        self._all = np.arange(num_envs)
 
     def reset(self) -> None:
         self._count[:] = 0
@@ -43,64 +48,77 @@ class NStepBuilder:
         """The pending steps of unfinished windows: saved mid-episode, a copy goes on exactly."""
         return {"obs": None if self._obs is None else self._obs.copy(),
                 "act": None if self._act is None else self._act.copy(),
-                "rew": self._rew.copy(), "count": self._count.copy(), "t": self._t}
+                "rew": self._rew.copy(), "count": self._count.copy(), "t": self._t.copy()}
 
     def load_state_dict(self, state: dict) -> None:
         self._obs = None if state["obs"] is None else np.array(state["obs"])
         self._act = None if state["act"] is None else np.array(state["act"])
-        self._rew, self._count, self._t = np.array(state["rew"]), np.array(state["count"]), int(state["t"])
+        self._rew, self._count = np.array(state["rew"]), np.array(state["count"])
+        # a scalar: saved when all envs shared one ring position
+        self._t = np.broadcast_to(np.asarray(state["t"], dtype=np.int64), (self.num_envs,)).copy()
 
     def step(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
-             terminated: np.ndarray, truncated: np.ndarray) -> dict[str, np.ndarray] | None:
-        """Record (obs, action, reward) of every env and return the completed transitions, or None.
+             terminated: np.ndarray, truncated: np.ndarray,
+             slots: np.ndarray | None = None) -> dict[str, np.ndarray] | None:
+        """Record (obs, action, reward) of every env, or of the env ``slots`` the arrays' rows stand for, and
+        return the transitions that became complete, or None.
 
         ``next_obs`` must be the true successor observation: the final observation for envs whose episode
         ended this step (not the reset observation an autoresetting vector env returns).
         """
         n = self.n
         if self._obs is None:
-            self._obs = np.zeros((n, *obs.shape), dtype=obs.dtype)
+            self._obs = np.zeros((n, self.num_envs, *obs.shape[1:]), dtype=obs.dtype)
         if self._act is None:
             action = np.asarray(action)
-            self._act = np.zeros((n, *action.shape), dtype=action.dtype if action.dtype.kind == "f" else np.int64)
-        p = self._t % n
-        self._obs[p] = obs
-        self._act[p] = action
-        self._rew[p] = reward
-        self._count += 1
-        self._t += 1
+            dtype = action.dtype if action.dtype.kind == "f" else np.int64
+            self._act = np.zeros((n, self.num_envs, *action.shape[1:]), dtype=dtype)
+        # all envs at once: one ring position (plain slicing, the single-agent hot path); else one per slot
+        sel: slice | np.ndarray
+        if slots is None:
+            idx, sel, p = self._all, slice(None), self._t[0] % n
+        else:
+            idx = sel = np.asarray(slots, dtype=np.int64)
+            p = self._t[idx] % n
+        self._obs[p, sel] = obs
+        self._act[p, sel] = action
+        self._rew[p, sel] = reward
+        self._count[sel] += 1
+        self._t[sel] += 1
         done = np.logical_or(terminated, truncated)
         parts: list[dict[str, np.ndarray]] = []
 
-        full = (self._count >= n) & ~done
-        if full.any():
-            envs = np.flatnonzero(full)
-            order = (p - n + 1 + np.arange(n)) % n  # oldest .. newest
-            ret = self._powers[:n] @ self._rew[order][:, envs]
+        full = np.flatnonzero((self._count[sel] >= n) & ~done)
+        if len(full):
+            envs = idx[full]
+            pf = p if slots is None else p[full]
+            order = (pf + 1 + np.arange(n)[:, None]) % n  # [n, 1 or envs]: oldest .. newest
+            ret = (self._powers[:n, None] * self._rew[order, envs]).sum(axis=0)
             parts.append({
                 "obs": self._obs[order[0], envs],
                 "action": self._act[order[0], envs],
                 "reward": ret.astype(np.float32),
                 "discount": np.full(len(envs), self._powers[n], dtype=np.float32),
-                "next_obs": next_obs[envs],
+                "next_obs": next_obs[full],
             })
             self._count[envs] = n - 1
 
-        for e in np.flatnonzero(done):  # episode ends are rare: a short loop over <= n windows
+        for j in np.flatnonzero(done):  # episode ends are rare: a short loop over <= n windows
+            e, pe = idx[j], p if slots is None else p[j]
             c = int(self._count[e])
-            starts = (p - c + 1 + np.arange(c)) % n
+            starts = (pe - c + 1 + np.arange(c)) % n
             lengths = c - np.arange(c)
             rets = np.empty(c, dtype=np.float64)
-            for j in range(c):
-                idx = (starts[j] + np.arange(lengths[j])) % n
-                rets[j] = self._powers[: lengths[j]] @ self._rew[idx, e]
-            disc = np.zeros(c) if terminated[e] else self._powers[lengths]
+            for i in range(c):
+                ring = (starts[i] + np.arange(lengths[i])) % n
+                rets[i] = self._powers[: lengths[i]] @ self._rew[ring, e]
+            disc = np.zeros(c) if terminated[j] else self._powers[lengths]
             parts.append({
                 "obs": self._obs[starts, e],
                 "action": self._act[starts, e],
                 "reward": rets.astype(np.float32),
                 "discount": disc.astype(np.float32),
-                "next_obs": np.repeat(next_obs[e][None], c, axis=0),
+                "next_obs": np.repeat(next_obs[j][None], c, axis=0),
             })
             self._count[e] = 0
 

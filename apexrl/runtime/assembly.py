@@ -22,6 +22,7 @@ from apexrl.agents.base import AgentBuilder, Learner, ModelFactory, Policy
 from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs.factory import check_and_resolve
+from apexrl.envs.multiagent.make import is_multiagent
 from apexrl.replay.client import ReplayClient, ShardTransport, batches_per_request
 from apexrl.replay.rate_limiter import default_error_buffer, default_max_lead
 from apexrl.runtime.actor import Actor, EnvFactory, sends_frames
@@ -109,6 +110,11 @@ class System:
 
     def make_actor(self, i: int, sink: ReplaySink, weights: WeightSource | None = None,
                    env_factory: EnvFactory | None = None) -> Actor:
+        if is_multiagent(self.cfg.env):
+            from apexrl.runtime.multi_actor import MultiAgentActor
+
+            return MultiAgentActor(self.cfg, self.builder, i, self.num_actors, sink, weights,  # type: ignore[return-value]
+                                   self.model_factory)
         return Actor(self.cfg, self.builder, i, self.num_actors, sink, weights, self.model_factory, env_factory)
 
     def make_learner(self, device: str | None = None) -> Learner:
@@ -144,5 +150,11 @@ def assemble(cfg: Config, num_actors: int | None = None, cluster_cpus: float | N
     env_cfg, obs_space, act_space = check_and_resolve(cfg.env)
     cfg = dataclasses.replace(cfg, env=env_cfg)  # creator and mask source found out once, here
     builder.check_spaces(cfg.env.id, obs_space, act_space)
+    if is_multiagent(cfg.env) and not builder.acts_by_slot:
+        from apexrl.config import AGENTS, ConfigError
+
+        fit = [a for a in AGENTS if get_builder(a).acts_by_slot]
+        raise ConfigError(f"config key 'agent' = '{cfg.agent}' cannot train the multi-agent env '{cfg.env.id}' yet; "
+                          f"allowed there: {', '.join(fit)}")
     n = num_actors if num_actors is not None else auto_num_actors(cfg, cluster_cpus or 1.0)
     return System(cfg, builder, obs_space, act_space, n, model_factory)

@@ -51,6 +51,8 @@ class Evaluations:
             log.warning("evaluation failed: %s", cause(e))
             return []
         returns: list[float] = res["eval_returns"]
+        self.progress.eval_seats = {f"eval_seat_{seat}_{k}": v for seat, rates in res.get("eval_seats", {}).items()
+                                    for k, v in rates.items()}
         before = self.progress.best_eval
         self.progress.on_evaluation(returns)
         if returns and "weights" in res and (before is None or self.progress.last_eval > before):

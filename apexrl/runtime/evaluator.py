@@ -21,7 +21,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from apexrl.evaluation import evaluate
+from apexrl.evaluation import evaluate_system
 from apexrl.runtime.assembly import System
 
 log = logging.getLogger(__name__)
@@ -81,13 +81,11 @@ class DriverEvaluator:
         ev = self.cfg.evaluation
         self.round += 1
         seed = self.cfg.seed * 7 + 1_000_000 + self.round
-        policy = self.system.make_eval_policy(self.net, ev.episodes, seed)
         weights = ray.get(ref, timeout=60)
         self.last_weights = (version, weights)
-        policy.set_weights(weights)
         t0 = time.perf_counter()
-        returns = evaluate(policy, self.cfg.env, ev.episodes, seed=seed)
-        return {"eval_returns": returns, "weights_version": version, "eval_time_s": time.perf_counter() - t0,
+        res = evaluate_system(self.system, self.net, weights, ev.episodes, seed)
+        return {**res, "weights_version": version, "eval_time_s": time.perf_counter() - t0,
                 "weights": weights, "seed": seed, "episodes": ev.episodes}
 
 

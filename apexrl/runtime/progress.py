@@ -20,6 +20,7 @@ class Progress:
     reports: int = 0
     best_eval: float | None = None
     last_eval: float | None = None
+    eval_seats: dict[str, float] = field(default_factory=dict)  # the last evaluation's eval_seat_<agent>_<outcome>
     evaluations: int = 0
     actor_restarts: int = 0
     learner_restarts: int = 0

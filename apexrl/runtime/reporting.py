@@ -95,6 +95,7 @@ class Reporter:
             hns = human_normalized_score(self.cfg.env.id, rec["eval_return_mean"])
             if hns is not None and is_atari(self.cfg.env):
                 rec["eval_hns"] = hns
+            rec.update(p.eval_seats)
         for i in sorted(p.actor_exploration.keys() | p.actor_returns.keys()):  # small runs only (the board's)
             if i in p.actor_exploration:
                 name, value = p.actor_exploration[i]

@@ -19,6 +19,7 @@ from apexrl.replay.nstep import NStepBuilder
 
 class DPGBuilder:
     frame_replay = True  # Atari frame stacks go to replay as de-duplicated frames
+    acts_by_slot = True  # its policies act for any subset of env slots (multi-agent games)
     name = "dpg"
 
     def check_spaces(self, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:

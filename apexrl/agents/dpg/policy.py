@@ -78,30 +78,33 @@ class NoisePolicy:
         load_numpy_state_dict(self.net, weights)
 
     @torch.no_grad()
-    def act(self, obs: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+    def act(self, obs: np.ndarray, keys: np.ndarray | None = None, slots: np.ndarray | None = None) -> np.ndarray:
+        """``slots``: the env slots the rows are (a turn-based game's agents to move), else the first rows."""
         E = len(obs)
         shape = (E, *self.scale.mid.shape)
+        rows = np.arange(E) if slots is None else np.asarray(slots)
         if self.steps < self.warmup_steps:
             unit = self.rng.uniform(-1.0, 1.0, size=shape)
         else:
             unit = self.net(torch.as_tensor(obs)).numpy().astype(np.float64)
-            sigma = self.exploration[:E].reshape(-1, *([1] * (unit.ndim - 1)))
+            sigma = self.exploration[rows].reshape(-1, *([1] * (unit.ndim - 1)))
             if sigma.any():
-                unit = np.clip(unit + sigma * self._noise(shape), -1.0, 1.0)
+                unit = np.clip(unit + sigma * self._noise(shape, rows), -1.0, 1.0)
         self.steps += E
         return self.scale.to_env(unit)
 
-    def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
-        """Unit-std noise: independent draws, or the next step of each slot's OU process."""
+    def _noise(self, shape: tuple[int, ...], rows: np.ndarray | None = None) -> np.ndarray:
+        """Unit-std noise: independent draws, or the next step of each slot's OU process (``rows``' only)."""
+        rows = np.arange(shape[0]) if rows is None else rows
         n = self.rng.standard_normal(shape)
         if self.ou_theta is None:
             return n
-        if self._ou is None or self._ou.shape != shape:
-            self._ou = n  # start in the stationary distribution
-        else:
-            keep = 1.0 - self.ou_theta
-            self._ou = keep * self._ou + np.sqrt(1.0 - keep * keep) * n
-        return self._ou
+        full = (len(self.exploration), *shape[1:])
+        if self._ou is None or self._ou.shape != full:
+            self._ou = self.rng.standard_normal(full)  # start in the stationary distribution
+        keep = 1.0 - self.ou_theta
+        self._ou[rows] = keep * self._ou[rows] + np.sqrt(1.0 - keep * keep) * n
+        return self._ou[rows]
 
     def priorities(self, batch: Batch) -> np.ndarray:
         return td_priorities(self.net, batch["obs"], self.scale.to_unit(batch["action"]), batch["reward"],

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # torch only where a network is built: actors of the built-in
 
 class DQNBuilder:
     frame_replay = True  # Atari frame stacks go to replay as de-duplicated frames
+    acts_by_slot = True  # its policies act for any subset of env slots (multi-agent games)
     name = "dqn"
 
     def check_spaces(self, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:

@@ -107,7 +107,8 @@ class EpsilonGreedyPolicy:
         self._qring[keys % self._ring_size] = q
         self._owner[keys % self._ring_size] = keys
 
-    def act(self, obs: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+    def act(self, obs: np.ndarray, keys: np.ndarray | None = None, slots: np.ndarray | None = None) -> np.ndarray:
+        """``slots``: the env slots the rows are (a turn-based game's agents to move), else the first rows."""
         if keys is not None and self._fresh is not None and np.array_equal(self._fresh[0], keys):
             q = self._fresh[1]
         else:
@@ -119,7 +120,8 @@ class EpsilonGreedyPolicy:
         if self.anneal is not None:
             self._local += len(greedy)
             self._anneal()
-        explore = self.rng.random(len(greedy)) < self.exploration[: len(greedy)]
+        eps = self.exploration[: len(greedy)] if slots is None else self.exploration[slots]
+        explore = self.rng.random(len(greedy)) < eps
         if explore.any():
             legal = self._legal(obs) if self._legal is not None else None
             if legal is None:

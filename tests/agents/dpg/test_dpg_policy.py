@@ -140,6 +140,14 @@ def test_ou_noise_has_each_slots_std_and_is_correlated_over_steps_as_theta_says(
     assert abs(np.corrcoef(g[:-1], g[1:])[0, 1]) < 0.03
 
 
+def test_ou_noise_of_a_slot_that_does_not_act_stays_where_it_was():
+    policy = NoisePolicy(torch.nn.Identity(), ActionScale(BOX), np.array([1.0, 1.0]), 0, 1e-6, ou_theta=0.15)
+    policy._noise((2, 2))
+    before = policy._ou.copy()
+    policy._noise((1, 2), np.array([1]))  # only slot 1 moves (a turn-based game's agent to move)
+    assert np.array_equal(policy._ou[0], before[0]) and not np.array_equal(policy._ou[1], before[1])
+
+
 def test_the_builder_gives_actors_ou_noise_when_the_config_asks():
     cfg = Config().replace(**{"agent": "dpg", "env.id": "Pendulum-v1", "dpg.noise": "ou", "dpg.ou_theta": 0.3})
     builder = get_builder("dpg")

@@ -1,0 +1,103 @@
+"""Playing whole multi-agent games with fixed policies: greedy evaluations against an opponent.
+
+A shared policy in a game with action masks (tic-tac-toe, Connect Four) is evaluated seat by seat against a
+uniform random legal player: ``episodes`` games with the policy in each seat, a win / draw / loss by the sign
+of its seat's return. Without masks (cooperative tasks such as MPE's simple_spread) every agent plays with
+the policy and an episode's return is the mean of its agents'. Games run side by side, one batched forward
+pass per step for every copy whose policy seat is to move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from apexrl.agents.base import Policy
+from apexrl.config import Config
+from apexrl.envs.multiagent.make import AgentView, agent_views, make_game
+
+
+def random_actions(views: dict[Any, AgentView], rows: dict[Any, np.ndarray], rng: np.random.Generator
+                   ) -> dict[Any, Any]:
+    """A uniform random legal action for every agent in ``rows``."""
+    out = {}
+    for agent, row in rows.items():
+        view = views[agent]
+        legal = view.codec.legal(row[None])[0] if view.masked else None
+        if legal is not None:
+            out[agent] = int(rng.choice(np.flatnonzero(legal)))
+        else:
+            out[agent] = _as_env_action(view, view.action_space.sample())
+    return out
+
+
+def _as_env_action(view: AgentView, a: Any) -> Any:
+    a = np.asarray(a)
+    return a.item() if a.ndim == 0 else a
+
+
+def uses_opponent(cfg: Config, views: dict[Any, AgentView]) -> bool:
+    """Whether evaluations seat the policy against random players (else it plays every agent)."""
+    opponent = cfg.multiagent.opponent
+    if opponent == "auto":
+        return len(views) > 1 and all(v.masked for v in views.values())
+    return opponent == "random"
+
+
+def evaluate_game(make_policy: Callable[[int], Policy], cfg: Config, episodes: int, seed: int = 0,
+                  max_steps: int = 100_000) -> dict[str, Any]:
+    """``episodes`` greedy games per seat (or in all, without an opponent), by the policy ``make_policy(rows)``
+    makes for batches of up to ``rows`` observations; returns ``eval_returns`` (the policy's return per game)
+    and, against an opponent, ``eval_seats``: win / draw / loss rates per seat."""
+    probe = make_game(cfg.env)
+    try:
+        views = agent_views(probe, cfg.env, probe.reset(seed=seed).to_act)
+        seats = list(probe.possible_agents)
+    finally:
+        probe.close()
+    policy = make_policy(episodes * len(seats))
+    if not uses_opponent(cfg, views):
+        returns = _play(policy, cfg, views, episodes, seed, None, max_steps)
+        return {"eval_returns": returns}
+    out: dict[str, Any] = {"eval_returns": [], "eval_seats": {}}
+    for k, seat in enumerate(seats):
+        returns = _play(policy, cfg, views, episodes, seed + 10_007 * k, seat, max_steps)
+        r = np.sign(returns)
+        out["eval_seats"][str(seat)] = {"win": float(np.mean(r > 0)), "draw": float(np.mean(r == 0)),
+                                        "loss": float(np.mean(r < 0))}
+        out["eval_returns"] += returns
+    return out
+
+
+def _play(policy: Policy, cfg: Config, views: dict[Any, AgentView], episodes: int, seed: int, seat: Any,
+          max_steps: int) -> list[float]:
+    """Returns of the policy's seat per game (``seat`` None: the mean over all agents)."""
+    games = [make_game(cfg.env) for _ in range(episodes)]
+    rng = np.random.default_rng(seed)
+    try:
+        turns = [g.reset(seed=seed + i) for i, g in enumerate(games)]
+        paid: list[dict[Any, float]] = [{} for _ in games]
+        for _ in range(max_steps):
+            live = [i for i, t in enumerate(turns) if not t.over]
+            if not live:
+                break
+            rows = [{a: views[a].row(o, info) for a, (o, info) in turns[i].to_act.items()} for i in live]
+            mine = [(j, a) for j, r in enumerate(rows) for a in r if seat is None or a == seat]
+            acts: dict[tuple[int, Any], Any] = {}
+            if mine:
+                chosen = policy.act(np.stack([rows[j][a] for j, a in mine]))
+                acts = {m: _as_env_action(views[m[1]], c) for m, c in zip(mine, chosen)}
+            for j, i in enumerate(live):
+                others = {a: r for a, r in rows[j].items() if (j, a) not in acts}
+                actions = {**random_actions(views, others, rng), **{a: acts[(j, a)] for a in rows[j] if (j, a) in acts}}
+                turns[i] = games[i].step(actions)
+                for a, r in turns[i].rewards.items():
+                    paid[i][a] = paid[i].get(a, 0.0) + r
+        if seat is None:
+            return [float(np.mean(list(p.values()))) if p else 0.0 for p in paid]
+        return [float(p.get(seat, 0.0)) for p in paid]
+    finally:
+        for g in games:
+            g.close()
