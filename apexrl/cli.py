@@ -223,7 +223,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from apexrl.core import load_numpy_state_dict
     from apexrl.envs import is_atari
     from apexrl.envs.scores import human_normalized_score
-    from apexrl.evaluation import evaluate
+    from apexrl.evaluation import evaluate_system
+    from apexrl.metrics import seats_text
     from apexrl.runtime.assembly import assemble
 
     if args.episodes < 1:
@@ -238,12 +239,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         load_numpy_state_dict(net, state["learner"]["net"])
     except RuntimeError as e:
         raise UserError(f"checkpoint '{path}' does not match the network of its config: {str(e).splitlines()[0]}") from None
-    policy = system.make_eval_policy(net, args.episodes, args.seed, args.epsilon)
-    returns = evaluate(policy, cfg.env, args.episodes, seed=args.seed)
+    weights = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
+    res = evaluate_system(system, net, weights, args.episodes, args.seed, args.epsilon)
+    returns = res["eval_returns"]
     hns = human_normalized_score(cfg.env.id, float(np.mean(returns))) if is_atari(cfg.env) else None
-    print(f"{cfg.env.id}: {args.episodes} episodes, return mean {np.mean(returns):.2f} "
+    games = " per seat against a random player" if "eval_seats" in res else ""
+    print(f"{cfg.env.id}: {args.episodes} episodes{games}, return mean {np.mean(returns):.2f} "
           f"std {np.std(returns):.2f} (min {np.min(returns):.1f}, max {np.max(returns):.1f})"
           + ("" if hns is None else f", human-normalized {100 * hns:.1f}%") + f" from {path}")
+    if "eval_seats" in res:
+        flat = {f"eval_seat_{s}_{k}": v for s, rates in res["eval_seats"].items() for k, v in rates.items()}
+        print(f" {seats_text(flat).strip()}; illegal moves: {res['eval_illegal']}")
     if "evaluation" in state:
         e = state["evaluation"]
         print(f"  (the weights of the run's best evaluation: mean {e['mean']:.2f} over {e['episodes']} episodes at "
@@ -261,7 +267,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 BENCHMARKS = ("replay", "actors", "shards", "feed", "scaling", "scale", "e2e", "sweep", "update", "limits", "soak",
-              "overhead")
+              "overhead", "games")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -103,7 +103,7 @@ def progress_line(r: dict[str, Any]) -> str:
 def seats_text(r: dict[str, Any]) -> str:
     """Win / draw / loss of the last evaluation against the opponent, per seat (multi-agent games)."""
     seats = sorted({k[len("eval_seat_"):].rsplit("_", 1)[0] for k in r if k.startswith("eval_seat_")})
-    parts = [f"{s} {r[f'eval_seat_{s}_win']:.0%}/{r[f'eval_seat_{s}_draw']:.0%}/{r[f'eval_seat_{s}_loss']:.0%}"
+    parts = [f"{s} {r[f'eval_seat_{s}_win']:.1%}/{r[f'eval_seat_{s}_draw']:.1%}/{r[f'eval_seat_{s}_loss']:.1%}"
              for s in seats]
     return f"  W/D/L {', '.join(parts)}" if parts else ""
 

@@ -218,6 +218,9 @@ class StopConfig:
     max_env_steps: int | None = None  # env steps over all actors
     max_time_s: float | None = None  # wall seconds of this invocation (a resumed run gets them anew)
     target_return: float | None = None  # stop when the evaluation mean reaches this
+    loss_rates: tuple[float, ...] = ()  # games against an opponent (multiagent.opponent): stop when an evaluation
+    #                                     loses at most this often in every seat; one rate for all seats, or one
+    #                                     per seat in the env's possible_agents order (tic-tac-toe: [0.01, 0.03])
     train_return: float | None = None  # stop when training episodes reach this mean: the last 100 (at least 10)
     #                                    played by the least-exploring third of the env slots, as RLlib's Ape-X
     #                                    reported episode_reward_mean (its lowest-epsilon third of workers)

@@ -224,7 +224,7 @@ class Loop:
             returns = self.evaluations.poll()
             if returns:
                 self.eval_returns = returns
-                if self.stop.target_reached(returns):
+                if self.stop.target_reached(returns, self.progress.eval_seats):
                     self.next_report = time.monotonic()  # report and stop now, not at the next tick
             if self.fleet.all_ended():
                 self.next_report = time.monotonic()
@@ -241,7 +241,8 @@ class Loop:
                                       self.memory.last_mb if self.memory and self.memory.last else None)
         self.last_record = record
         self.stop_reason = self.stop.check(self.eval_returns, record["time_s"], self.progress.env_steps,
-                                           now - self.t_start, self.progress.low_exploration_returns())
+                                           now - self.t_start, self.progress.low_exploration_returns(),
+                                           self.progress.eval_seats)
         if not self.stop_reason and self.fleet.all_ended():
             self.stop_reason = "every actor has ended"  # budget spent: the check above says so when it counts
         self.eval_returns = None

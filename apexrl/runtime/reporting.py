@@ -103,7 +103,7 @@ class Reporter:
             if p.actor_returns.get(i):
                 rec[f"actor{i}_return_mean"] = float(np.mean(p.actor_returns[i]))
         self.metrics.write(rec, step=p.env_steps)
-        self.console.update({**rec, "eval_return_mean_last": p.last_eval})
+        self.console.update({**p.eval_seats, **rec, "eval_return_mean_last": p.last_eval})
         return rec
 
     def close(self) -> None:

@@ -16,14 +16,27 @@ class StopConditions:
         self.time_to_target: float | None = None
         self.steps_to_target: int | None = None
 
-    def target_reached(self, eval_returns: list[float] | None) -> bool:
-        t = self.stop.target_return
-        return bool(eval_returns) and t is not None and float(np.mean(eval_returns)) >= t  # type: ignore[arg-type]
+    def target_reached(self, eval_returns: list[float] | None, eval_seats: dict[str, float] | None = None) -> bool:
+        return bool(self._target(eval_returns, eval_seats))
+
+    def _target(self, eval_returns: list[float] | None, eval_seats: dict[str, float] | None) -> str:
+        """Why the evaluation meets ``stop.target_return`` or ``stop.loss_rates``, or ""."""
+        t, rates = self.stop.target_return, self.stop.loss_rates
+        if eval_returns and t is not None and float(np.mean(eval_returns)) >= t:
+            return f"evaluation mean {float(np.mean(eval_returns)):.4g} >= target {t:g}"
+        losses = {k[len("eval_seat_"):-len("_loss")]: v for k, v in (eval_seats or {}).items() if k.endswith("_loss")}
+        if eval_returns and rates and losses:
+            limits = rates * len(losses) if len(rates) == 1 else rates
+            if all(v <= lim for v, lim in zip(losses.values(), limits)):
+                return "evaluation losses against the opponent " + ", ".join(
+                    f"{seat} {v:.1%} <= {lim:.1%}" for (seat, v), lim in zip(losses.items(), limits))
+        return ""
 
     def check(self, eval_returns: list[float] | None, time_s: float, env_steps: int, elapsed: float,
-              train_returns: list[float] | None = None) -> str:
+              train_returns: list[float] | None = None, eval_seats: dict[str, float] | None = None) -> str:
         """After a report: the reason to stop, or "". ``time_s`` includes resumed time, ``elapsed`` not;
-        ``train_returns``: recent training episodes of the least-exploring slots (``stop.train_return``)."""
+        ``train_returns``: recent training episodes of the least-exploring slots (``stop.train_return``);
+        ``eval_seats``: the evaluation's ``eval_seat_<agent>_<outcome>`` rates (``stop.loss_rates``)."""
         s = self.stop
         reason = ""
         if s.train_return is not None and train_returns and len(train_returns) >= MIN_TRAIN_EPISODES \
@@ -31,9 +44,10 @@ class StopConditions:
             self.time_to_target, self.steps_to_target = time_s, env_steps
             reason = (f"training mean {np.mean(train_returns):.1f} over the least-exploring slots' last "
                       f"{len(train_returns)} episodes >= target {s.train_return:g}")
-        if self.target_reached(eval_returns):
+        target = self._target(eval_returns, eval_seats)
+        if target:
             self.time_to_target, self.steps_to_target = time_s, env_steps
-            reason = f"evaluation mean {float(np.mean(eval_returns)):.4g} >= target {s.target_return:g}"  # type: ignore[arg-type]
+            reason = target
         if s.max_env_steps is not None and env_steps >= s.max_env_steps:
             reason = f"reached {s.max_env_steps:,} env steps"
         if s.max_time_s is not None and elapsed >= s.max_time_s:

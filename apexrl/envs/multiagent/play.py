@@ -58,22 +58,25 @@ def evaluate_game(make_policy: Callable[[int], Policy], cfg: Config, episodes: i
     finally:
         probe.close()
     policy = make_policy(episodes * len(seats))
+    illegal = [0]
     if not uses_opponent(cfg, views):
-        returns = _play(policy, cfg, views, episodes, seed, None, max_steps)
-        return {"eval_returns": returns}
+        returns = _play(policy, cfg, views, episodes, seed, None, max_steps, illegal)
+        return {"eval_returns": returns, "eval_illegal": illegal[0]}
     out: dict[str, Any] = {"eval_returns": [], "eval_seats": {}}
     for k, seat in enumerate(seats):
-        returns = _play(policy, cfg, views, episodes, seed + 10_007 * k, seat, max_steps)
+        returns = _play(policy, cfg, views, episodes, seed + 10_007 * k, seat, max_steps, illegal)
         r = np.sign(returns)
         out["eval_seats"][str(seat)] = {"win": float(np.mean(r > 0)), "draw": float(np.mean(r == 0)),
                                         "loss": float(np.mean(r < 0))}
         out["eval_returns"] += returns
+    out["eval_illegal"] = illegal[0]
     return out
 
 
 def _play(policy: Policy, cfg: Config, views: dict[Any, AgentView], episodes: int, seed: int, seat: Any,
-          max_steps: int) -> list[float]:
-    """Returns of the policy's seat per game (``seat`` None: the mean over all agents)."""
+          max_steps: int, illegal: list[int]) -> list[float]:
+    """Returns of the policy's seat per game (``seat`` None: the mean over all agents); the policy's moves
+    its mask did not allow are added to ``illegal[0]`` (they are played: the env decides what they cost)."""
     games = [make_game(cfg.env) for _ in range(episodes)]
     rng = np.random.default_rng(seed)
     try:
@@ -87,8 +90,12 @@ def _play(policy: Policy, cfg: Config, views: dict[Any, AgentView], episodes: in
             mine = [(j, a) for j, r in enumerate(rows) for a in r if seat is None or a == seat]
             acts: dict[tuple[int, Any], Any] = {}
             if mine:
-                chosen = policy.act(np.stack([rows[j][a] for j, a in mine]))
+                obs = np.stack([rows[j][a] for j, a in mine])
+                chosen = policy.act(obs)
                 acts = {m: _as_env_action(views[m[1]], c) for m, c in zip(mine, chosen)}
+                view = views[mine[0][1]]
+                if view.masked:
+                    illegal[0] += int((~view.codec.legal(obs)[np.arange(len(obs)), chosen.astype(np.int64)]).sum())
             for j, i in enumerate(live):
                 others = {a: r for a, r in rows[j].items() if (j, a) not in acts}
                 actions = {**random_actions(views, others, rng), **{a: acts[(j, a)] for a in rows[j] if (j, a) in acts}}
