@@ -134,7 +134,7 @@ REFUSED = [  # values apexrl cannot honour: one line naming the key
     ("replay_buffer_config.replay_sequence_length", 20), ("replay_buffer_config.type", "MyBuffer"),
     ("exploration_config.type", "SoftQ"), ("explore", False), ("evaluation_duration_unit", "timesteps"),
     ("evaluation_config.explore", True), ("num_atoms", 51), ("noisy", True), ("lr_schedule", [[0, 1e-3]]),
-    ("multiagent", {"policies": {"a": None}}), ("metrics_num_episodes_for_smoothing", 10), ("hiddens", [64, 64]),
+    ("multiagent", {"policies": {"a": None, "b": None}}), ("metrics_num_episodes_for_smoothing", 10), ("hiddens", [64, 64]),
     ("placement_strategy", "ANYWHERE"),
 ]
 

@@ -182,14 +182,23 @@ class ApexTrainer(tune.Trainable):
         self.loop.progress.time_offset -= self.loop.elapsed()  # time_total_s goes on from the checkpoint's
 
     # ------------------------------------------------------------------ the policy
-    def get_weights(self) -> dict[str, np.ndarray]:
+    def _one_policy(self, policy_id: str | None) -> None:
+        """apexrl trains one policy (shared by every agent of a multi-agent env), ``multiagent.policy_id``."""
+        names = {"default_policy", self.cfg.multiagent.policy_id}
+        if policy_id is not None and policy_id not in names:
+            raise ValueError(f"policy_id '{policy_id}': this trainer has one policy, "
+                             f"'{self.cfg.multiagent.policy_id}'")
+
+    def get_weights(self, policy_id: str | None = None) -> dict[str, np.ndarray]:
+        self._one_policy(policy_id)
         got = ray.get(self.topology.ps.get.remote(-1), timeout=60)
         if got is None:
             raise RuntimeError("no weights published yet")
         return ray.get(got[1][0], timeout=60)
 
-    def get_policy(self) -> Any:
-        """The acting network with the newest weights (an ``nn.Module``)."""
+    def get_policy(self, policy_id: str | None = None) -> Any:
+        """The acting network with the newest weights (an ``nn.Module``); ``policy_id`` as RLlib's (one policy)."""
+        self._one_policy(policy_id)
         from apexrl.core import load_numpy_state_dict
 
         if self._net is None:
@@ -197,10 +206,13 @@ class ApexTrainer(tune.Trainable):
         load_numpy_state_dict(self._net, self.get_weights())
         return self._net
 
-    def compute_single_action(self, observation: Any, state: Any = None, explore: bool = False) -> Any:
+    def compute_single_action(self, observation: Any, state: Any = None, explore: bool = False,
+                              policy_id: str | None = None) -> Any:
         """The action of the newest weights for one observation: greedy, or with ``explore`` as the run's
         most exploring actor acts. A recurrent agent, as RLlib's: pass ``state`` (first
-        ``get_policy().get_initial_state()``) and get ``(action, state_out, {})`` back."""
+        ``get_policy().get_initial_state()``) and get ``(action, state_out, {})`` back. A multi-agent env's
+        agent: its own observation (a Dict with its ``action_mask``); its one policy is every agent's."""
+        self._one_policy(policy_id)
         if isinstance(state, bool):  # compute_single_action(obs, True): the old positional explore
             state, explore = None, state
         if self._acting is None:
@@ -230,7 +242,8 @@ class ApexTrainer(tune.Trainable):
         res = ev.evaluate()
         self.loop.take_evaluation(lambda: res)
         return {"evaluation": {"episode_reward_mean": float(np.mean(res["eval_returns"])) if res["eval_returns"]
-                               else math.nan, "episodes": len(res["eval_returns"])}}
+                               else math.nan, "episodes": len(res["eval_returns"]),
+                               **({"seats": res["eval_seats"]} if "eval_seats" in res else {})}}
 
     # ------------------------------------------------------------------ shutdown
     def cleanup(self) -> None:

@@ -88,6 +88,12 @@ def merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _rllib_multiagent(key: str, value: Any) -> bool:
+    """RLlib's ``multiagent`` section (policies, mapping function...), not apexrl's of the same name."""
+    ours = set(to_dict(Config())["multiagent"])
+    return key == "multiagent" and isinstance(value, Mapping) and not set(value) <= ours
+
+
 def is_rllib_key(key: str) -> bool:
     return key in BY_NAME or key.split(".")[0] in SECTIONS
 
@@ -112,7 +118,8 @@ def translate(raw: Mapping[str, Any], run: str | None = None, host_cpus: int | N
     ours: dict[str, Any] = {}
     theirs: dict[str, Any] = {}
     for k, v in raw.items():
-        if strict or (k == "env" and isinstance(v, str)) or (k not in APEXRL_TOP and is_rllib_key(k)):
+        if strict or (k == "env" and isinstance(v, str)) or (k not in APEXRL_TOP and is_rllib_key(k)) or \
+                _rllib_multiagent(k, v):
             theirs[k] = v
         else:
             ours[k] = v
@@ -123,7 +130,7 @@ def translate(raw: Mapping[str, Any], run: str | None = None, host_cpus: int | N
     unknown = sorted(k for k in flat if k not in BY_NAME)
     if unknown:
         raise ConfigError(f"RLlib key(s) {', '.join(unknown)} not supported by apexrl (it runs Ape-X DQN, "
-                          "DDPG/TD3 and R2D2 on single-agent gymnasium envs); remove them, see docs/coming-from-rllib.md")
+                          "DDPG/TD3 and R2D2 on gymnasium and PettingZoo envs); remove them, see docs/coming-from-rllib.md")
     ctx = Ctx(flat, run, host_cpus or os.cpu_count() or 1, merge(dict(base or {}), ours))
     dotted: dict[str, Any] = {"agent": RUNS[run], **(IDENTITY.get(run, {}) if identity else {})}
     for row in KEYS:  # table order: a key's row sees the whole config through ctx

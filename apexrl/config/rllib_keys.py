@@ -220,9 +220,18 @@ def _placement(v: Any, c: Ctx) -> dict[str, Any]:
 
 
 def _multiagent(v: Any, c: Ctx) -> dict[str, Any]:
-    if v and (v.get("policies") if isinstance(v, Mapping) else True):
-        raise refuse("multiagent", "{...}", "apexrl trains one policy on single-agent gymnasium envs")
-    return {}
+    """One policy (or none named) is apexrl's shared policy, whatever maps agents to it."""
+    if not isinstance(v, Mapping):
+        raise refuse("multiagent", v, "give a section: {policies: ..., policy_mapping_fn: ...}")
+    policies = list(v.get("policies") or ())
+    if len(policies) > 1:
+        raise refuse("multiagent", {"policies": policies}, "several policies are not supported yet: every agent of "
+                     "a multi-agent env shares one policy (docs/multi-agent.md); name one, or none")
+    train = v.get("policies_to_train")
+    if policies and train is not None and not callable(train) and policies[0] not in list(train):
+        raise refuse("multiagent", {"policies_to_train": list(train)}, f"the one policy '{policies[0]}' would never "
+                     "train; list it, or leave policies_to_train out")
+    return {"multiagent.policy_id": str(policies[0])} if policies else {}
 
 
 # RLlib's example envs that its tuned files name, and apexrl's envs with the same observations and dynamics.
@@ -355,7 +364,7 @@ KEYS: list[Key] = [
     inert("v_max", "only used with num_atoms > 1"),
     inert("noisy", "false is plain layers", ok=lambda v: not v, refusal="noisy networks are not implemented"),
     inert("sigma0", "only used with noisy networks"),
-    Key("multiagent", "", "refused when it defines policies", _multiagent),
+    Key("multiagent", "", "one policy shared by every agent (several: refused, not yet)", _multiagent),
     inert("lr_schedule", "null is a constant learning rate", ok=lambda v: v is None, refusal="learning-rate schedules are not implemented"),
     inert("ignore_worker_failures", "failed actors are always restarted"),
     inert("recreate_failed_workers", "failed actors are always restarted"),

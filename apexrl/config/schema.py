@@ -194,6 +194,8 @@ class EvaluationConfig:
 class MultiAgentConfig:
     """Several agents in one env (``env.api`` aec, parallel or rllib): one policy shared by every agent."""
 
+    policy_id: str = "default_policy"  # the shared policy's name (RLlib's default, or the one policy its multiagent
+    #                                   section names): what ApexTrainer's policy_id arguments may say
     opponent: str = "auto"  # who plays the other seats in evaluations: random (uniform over legal actions, each
     #                         seat in turn: games with action masks) | self (every agent plays with the policy:
     #                         cooperative tasks) | auto (random where agents have action masks, else self)

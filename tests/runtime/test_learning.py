@@ -80,3 +80,18 @@ def test_a_run_stops_on_the_training_mean_only_with_ten_episodes_of_those_slots(
     assert stop.check(None, 1.0, 100, 1.0, [140.0] * 10) == ""
     assert "training mean 160.0" in stop.check(None, 2.0, 200, 2.0, [160.0] * 10)
     assert (stop.time_to_target, stop.steps_to_target) == (2.0, 200)
+
+
+def test_a_game_stops_when_every_seat_loses_at_most_its_rate():
+    from apexrl.config import StopConfig
+    from apexrl.runtime.stopping import StopConditions
+
+    stop = StopConditions(StopConfig(loss_rates=(0.01, 0.03)))
+    seats = {"eval_seat_p1_win": 0.97, "eval_seat_p1_loss": 0.01, "eval_seat_p2_loss": 0.031}
+    assert stop.check([0.9], 1.0, 100, 1.0, None, seats) == ""  # second seat 3.1% > 3%
+    seats["eval_seat_p2_loss"] = 0.03
+    assert stop.check([0.9], 2.0, 200, 2.0, None, seats) == ("evaluation losses against the opponent p1 1.0% <= 1.0%, "
+                                                             "p2 3.0% <= 3.0%")
+    assert stop.check(None, 3.0, 300, 3.0, None, seats) == ""  # no fresh evaluation in this report
+    one = StopConditions(StopConfig(loss_rates=(0.02,)))  # one rate for every seat
+    assert one.check([0.9], 1.0, 1, 1.0, None, {"eval_seat_a_loss": 0.02, "eval_seat_b_loss": 0.021}) == ""

@@ -1,0 +1,67 @@
+"""A multi-agent game trained as a user runs it: self-play on Ray, a checkpoint that resumes, W/D/L per seat in
+the metrics, and ``apexrl eval`` playing the checkpoint against random in each seat."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from fakes import tiny_config
+
+from apexrl.runtime.driver import train
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def game(**over):
+    return tiny_config(**{"env.id": "pettingzoo.classic.tictactoe_v3", "evaluation.interval_s": 1.0,
+                          "evaluation.episodes": 20, "checkpoint.every_reports": 2, "checkpoint.replay": True,
+                          "logging.report_interval_s": 0.5, "stop.max_env_steps": 8_000, **over})
+
+
+def test_self_play_trains_on_ray_reports_each_seat_and_resumes(tmp_path):
+    run = tmp_path / "run"
+    first = train(game(), run_dir=run)
+    assert first.env_steps >= 8_000 and first.learner_updates > 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    seats = [r for r in records if "eval_seat_player_1_win" in r]
+    assert seats, "evaluations report win / draw / loss per seat"
+    for r in seats:
+        for seat in ("player_1", "player_2"):
+            rates = [r[f"eval_seat_{seat}_{k}"] for k in ("win", "draw", "loss")]
+            assert sum(rates) == pytest.approx(1.0)
+    second = train(game(**{"stop.max_env_steps": first.env_steps + 4_000}), resume=run)
+    assert second.env_steps >= first.env_steps + 4_000
+    assert second.learner_updates > first.learner_updates  # the learner's count went on from the checkpoint
+
+    out = subprocess.run([sys.executable, "-m", "apexrl", "eval", str(run), "--episodes", "50"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "50 episodes per seat against a random player" in out.stdout
+    assert "W/D/L player_1" in out.stdout and "illegal moves: 0" in out.stdout
+
+
+def test_the_trainer_acts_for_one_agent_of_a_game_and_names_its_one_policy():
+    from pettingzoo.classic import tictactoe_v3
+
+    from apexrl import ApexTrainer
+
+    trainer = ApexTrainer(config={"env": "pettingzoo.classic.tictactoe_v3", "num_workers": 1,
+                                  "multiagent": {"policies": {"shared": None}},
+                                  "min_sample_timesteps_per_iteration": 2_000, "replay": {"learning_starts": 200},
+                                  "evaluation": {"episodes": 10}})
+    try:
+        trainer.train()
+        env = tictactoe_v3.env()
+        env.reset(seed=0)
+        obs = env.observe("player_1")
+        obs["action_mask"][:] = 0
+        obs["action_mask"][4] = 1  # only the centre is legal
+        assert trainer.compute_single_action(obs, policy_id="shared") == 4
+        assert trainer.compute_single_action(obs) == 4
+        with pytest.raises(ValueError, match="one policy, 'shared'"):
+            trainer.compute_single_action(obs, policy_id="player_2")
+        seats = trainer.evaluate()["evaluation"]["seats"]
+        assert set(seats) == {"player_1", "player_2"}
+    finally:
+        trainer.stop()
