@@ -223,6 +223,7 @@ class StopConfig:
     loss_rates: tuple[float, ...] = ()  # games against an opponent (multiagent.opponent): stop when an evaluation
     #                                     loses at most this often in every seat; one rate for all seats, or one
     #                                     per seat in the env's possible_agents order (tic-tac-toe: [0.01, 0.03])
+    win_rates: tuple[float, ...] = ()  # ...or when it wins at least this often in every seat (Connect Four: [0.95])
     train_return: float | None = None  # stop when training episodes reach this mean: the last 100 (at least 10)
     #                                    played by the least-exploring third of the env slots, as RLlib's Ape-X
     #                                    reported episode_reward_mean (its lowest-epsilon third of workers)

@@ -151,8 +151,9 @@ def validate(cfg: Config) -> Config:
     s = cfg.stop
     _check(s.max_env_steps is None or s.max_env_steps >= 1, "stop.max_env_steps", s.max_env_steps,
            "an integer >= 1 or null")
-    _check(all(0.0 <= r <= 1.0 for r in s.loss_rates), "stop.loss_rates", list(s.loss_rates),
-           "rates in [0, 1]: one for every seat, or one per seat")
+    for key in ("loss_rates", "win_rates"):
+        _check(all(0.0 <= r <= 1.0 for r in getattr(s, key)), f"stop.{key}", list(getattr(s, key)),
+               "rates in [0, 1]: one for every seat, or one per seat")
     _check(s.max_time_s is None or s.max_time_s > 0, "stop.max_time_s", s.max_time_s, "seconds > 0 or null")
     if cfg.name is not None:
         _check(bool(cfg.name) and "/" not in cfg.name and cfg.name not in (".", ".."), "name", cfg.name,

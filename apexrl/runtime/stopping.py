@@ -21,15 +21,21 @@ class StopConditions:
 
     def _target(self, eval_returns: list[float] | None, eval_seats: dict[str, float] | None) -> str:
         """Why the evaluation meets ``stop.target_return`` or ``stop.loss_rates``, or ""."""
-        t, rates = self.stop.target_return, self.stop.loss_rates
+        t = self.stop.target_return
         if eval_returns and t is not None and float(np.mean(eval_returns)) >= t:
             return f"evaluation mean {float(np.mean(eval_returns)):.4g} >= target {t:g}"
-        losses = {k[len("eval_seat_"):-len("_loss")]: v for k, v in (eval_seats or {}).items() if k.endswith("_loss")}
-        if eval_returns and rates and losses:
-            limits = rates * len(losses) if len(rates) == 1 else rates
-            if all(v <= lim for v, lim in zip(losses.values(), limits)):
-                return "evaluation losses against the opponent " + ", ".join(
-                    f"{seat} {v:.1%} <= {lim:.1%}" for (seat, v), lim in zip(losses.items(), limits))
+        if not eval_returns:
+            return ""
+        for outcome, plural, rates, sign in (("loss", "losses", self.stop.loss_rates, -1),
+                                             ("win", "wins", self.stop.win_rates, 1)):
+            got = {k[len("eval_seat_"):-len(outcome) - 1]: v for k, v in (eval_seats or {}).items()
+                   if k.endswith(f"_{outcome}")}
+            if rates and got:
+                limits = rates * len(got) if len(rates) == 1 else rates
+                if all(sign * (v - lim) >= 0 for v, lim in zip(got.values(), limits)):
+                    return f"evaluation {plural} against the opponent " + ", ".join(
+                        f"{seat} {v:.1%} {'<=' if sign < 0 else '>='} {lim:.1%}"
+                        for (seat, v), lim in zip(got.items(), limits))
         return ""
 
     def check(self, eval_returns: list[float] | None, time_s: float, env_steps: int, elapsed: float,

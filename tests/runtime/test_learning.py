@@ -95,3 +95,7 @@ def test_a_game_stops_when_every_seat_loses_at_most_its_rate():
     assert stop.check(None, 3.0, 300, 3.0, None, seats) == ""  # no fresh evaluation in this report
     one = StopConditions(StopConfig(loss_rates=(0.02,)))  # one rate for every seat
     assert one.check([0.9], 1.0, 1, 1.0, None, {"eval_seat_a_loss": 0.02, "eval_seat_b_loss": 0.021}) == ""
+    wins = StopConditions(StopConfig(win_rates=(0.95,)))
+    assert wins.check([0.9], 1.0, 1, 1.0, None, {"eval_seat_a_win": 0.96, "eval_seat_b_win": 0.94}) == ""
+    assert wins.check([0.9], 1.0, 1, 1.0, None, {"eval_seat_a_win": 0.96, "eval_seat_b_win": 0.95}) == (
+        "evaluation wins against the opponent a 96.0% >= 95.0%, b 95.0% >= 95.0%")
