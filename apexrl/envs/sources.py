@@ -60,11 +60,18 @@ def import_env_path(path: str) -> Callable[..., Any] | None:
         return None
     module, _, name = path.rpartition(".")
     try:
-        obj = getattr(importlib.import_module(module), name)
+        parent = importlib.import_module(module)
     except ModuleNotFoundError as e:
         if e.name and module.startswith(e.name):
             return None  # not a module path (e.g. 'CartPole-v1.5'); the caller says what is unknown
         raise
+    try:
+        obj = getattr(parent, name)
+    except AttributeError:
+        try:  # a submodule its package does not import itself (mpe2.simple_spread_v3)
+            obj = importlib.import_module(path)
+        except ModuleNotFoundError:
+            raise AttributeError(f"module '{module}' has no attribute '{name}'") from None
     if isinstance(obj, types.ModuleType):  # PettingZoo's convention: pettingzoo.classic.tictactoe_v3
         found = getattr(obj, "parallel_env", None) or getattr(obj, "env", None)
         if callable(found):

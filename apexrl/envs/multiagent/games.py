@@ -52,16 +52,17 @@ class Game(Protocol):
 
 
 def _space(env: Any, kind: str, agent: Any) -> gym.Space:
-    """An agent's space from PettingZoo's method, RLlib's ``get_*_space`` or its per-agent dict of spaces."""
+    """An agent's space from PettingZoo's method, RLlib's ``get_*_space`` or its per-agent dict of spaces
+    (looked up in that order: PettingZoo warns when its deprecated dicts are read)."""
+    space = getattr(env, f"{kind}_space", None)
+    if callable(space) and not isinstance(space, gym.Space):
+        return space(agent)
     method = getattr(env, f"get_{kind}_space", None)
     if callable(method):
         return method(agent)
     per_agent = getattr(env, f"{kind}_spaces", None)
     if isinstance(per_agent, dict) and agent in per_agent:
         return per_agent[agent]
-    space = getattr(env, f"{kind}_space")
-    if callable(space):
-        return space(agent)
     if isinstance(space, gym.spaces.Dict) and agent in space.spaces:
         return space[agent]
     return space  # one space shared by every agent (old RLlib envs)
