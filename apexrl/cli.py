@@ -68,7 +68,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks: replay | actors | shards | feed | scaling | scale | e2e | sweep | update | limits | soak; results in ./bench-results/")
+    p = sub.add_parser("bench", help="benchmarks: replay | actors | shards | feed | scaling | scale | e2e | games | "
+                                     "sweep | update | limits | soak | overhead; results in ./bench-results/")
     p.add_argument("which", help="benchmark name")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
 

@@ -220,3 +220,14 @@ def test_an_agent_that_cannot_act_by_slot_is_refused_for_a_game_with_one_line():
 
     with pytest.raises(ConfigError, match="'agent' = 'r2d2' cannot train the multi-agent env .*allowed there: dqn, dpg"):
         assemble(from_dict({"env": {"id": "pettingzoo.classic.tictactoe_v3"}, "agent": "r2d2"}), num_actors=1)
+
+
+def test_a_module_path_to_a_submodule_its_package_does_not_import_gives_its_env(tmp_path, monkeypatch):
+    pkg = tmp_path / "mygames"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ttt_v0.py").write_text("from pettingzoo.classic import tictactoe_v3\n"
+                                   "def env(**kwargs):\n    return tictactoe_v3.env(**kwargs)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    system = assemble(from_dict({"env": {"id": "mygames.ttt_v0"}}), num_actors=1)
+    assert system.cfg.env.api == "aec"
