@@ -65,6 +65,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epsilon", type=float, default=0.0)
     p.add_argument("--video", default=None, metavar="PATH",
                    help="also record one episode to PATH (.mp4 needs imageio[ffmpeg]; .gif uses Pillow)")
+    p.add_argument("--opponent", default=None, metavar="WHO",
+                   help="a game's other seats: random, self, a checkpoint or run dir, or module.fn (default: the run's)")
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
@@ -234,6 +236,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UserError(f"--video {args.video}: use a .mp4 or .gif path")
     path, state = ckpt.resolve(Path(args.checkpoint), best=not args.newest)
     cfg = from_dict(state["config"])
+    if args.opponent is not None:
+        cfg = cfg.replace(**{"multiagent.opponent": args.opponent})
     system = assemble(cfg, num_actors=1)
     net = system.make_network()
     try:

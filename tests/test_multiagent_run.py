@@ -39,6 +39,15 @@ def test_self_play_trains_on_ray_reports_each_seat_and_resumes(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "50 episodes per seat against a random player" in out.stdout
     assert "W/D/L player_1" in out.stdout and "illegal moves: 0" in out.stdout
+    # against a saved snapshot (the run's own best.pt) instead of random
+    out = subprocess.run([sys.executable, "-m", "apexrl", "eval", str(run), "--episodes", "20", "--opponent", str(run)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "W/D/L player_1" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "apexrl", "eval", str(run), "--opponent", "no.such.player"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "multiagent.opponent' = 'no.such.player' is invalid" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def test_the_trainer_acts_for_one_agent_of_a_game_and_names_its_one_policy():

@@ -198,7 +198,8 @@ class MultiAgentConfig:
     #                                   section names): what ApexTrainer's policy_id arguments may say
     opponent: str = "auto"  # who plays the other seats in evaluations: random (uniform over legal actions, each
     #                         seat in turn: games with action masks) | self (every agent plays with the policy:
-    #                         cooperative tasks) | auto (random where agents have action masks, else self)
+    #                         cooperative tasks) | auto (random where agents have action masks, else self) | a
+    #                         checkpoint file or run dir (its best.pt, greedy) | module.fn(agent, obs, info) -> action
 
 
 @dataclass(frozen=True)

@@ -141,8 +141,8 @@ def validate(cfg: Config) -> Config:
            "a number in [0, 1] (dpg: a noise std >= 0)")
     _check(cfg.env.api in ("auto", "gymnasium", "aec", "parallel", "rllib"), "env.api", cfg.env.api,
            "auto, gymnasium, aec, parallel or rllib")
-    _check(cfg.multiagent.opponent in ("auto", "random", "self"), "multiagent.opponent", cfg.multiagent.opponent,
-           "auto, random or self")
+    _check(bool(cfg.multiagent.opponent), "multiagent.opponent", cfg.multiagent.opponent,
+           "auto, random, self, a checkpoint or run dir, or a function module.fn")
     _check(cfg.logging.report_interval_s > 0, "logging.report_interval_s", cfg.logging.report_interval_s,
            "a number of seconds > 0")
     _check(cfg.checkpoint.every_reports >= 0, "checkpoint.every_reports", cfg.checkpoint.every_reports,

@@ -150,6 +150,10 @@ def assemble(cfg: Config, num_actors: int | None = None, cluster_cpus: float | N
     env_cfg, obs_space, act_space = check_and_resolve(cfg.env)
     cfg = dataclasses.replace(cfg, env=env_cfg)  # creator and mask source found out once, here
     builder.check_spaces(cfg.env.id, obs_space, act_space)
+    if is_multiagent(cfg.env):
+        from apexrl.envs.multiagent.opponents import check_opponent
+
+        check_opponent(cfg.multiagent.opponent)
     if is_multiagent(cfg.env) and not builder.acts_by_slot:
         from apexrl.config import AGENTS, ConfigError
 

@@ -86,6 +86,7 @@ def test_the_articles_train_py_runs_on_apexrl(tmp_path):
     assert any(line.startswith("Checkpoint saved at ") and "path=" in line for line in lines)  # Tune's result
 
 
+@pytest.mark.slow  # ~90 s: two trials one after the other (the default suite keeps test_a_trial_reserves_...)
 def test_the_issue_tune_program_runs_both_trials_on_a_2_cpu_ray_and_picks_the_learning_rate(
         tmp_path, monkeypatch, ray_local):
     """A 2-CPU laptop's Tune + ASHA program: each trial reserves its learner and actor, so the trials take

@@ -231,3 +231,30 @@ def test_a_module_path_to_a_submodule_its_package_does_not_import_gives_its_env(
     monkeypatch.syspath_prepend(str(tmp_path))
     system = assemble(from_dict({"env": {"id": "mygames.ttt_v0"}}), num_actors=1)
     assert system.cfg.env.api == "aec"
+
+
+def first_legal(agent, obs, info):
+    """An opponent function as a user writes one: the first legal cell."""
+    return int(np.flatnonzero(obs["action_mask"])[0])
+
+
+def test_evaluation_against_a_users_function_calls_it_with_the_raw_observation():
+    cfg = assemble(from_dict({"env": {"id": "pettingzoo.classic.tictactoe_v3"},
+                              "multiagent": {"opponent": "test_multiagent.first_legal"}}), num_actors=1).cfg
+    from apexrl.envs.multiagent.make import agent_views, make_game
+
+    game = make_game(cfg.env)
+    policy = FirstLegal()
+    policy.codec = agent_views(game, cfg.env, game.reset(seed=0).to_act)["player_1"].codec
+    res = evaluate_game(lambda rows: policy, cfg, episodes=5, seed=0)
+    # first-legal against first-legal is one game, the same every time: player_1 takes 0, 1, 2 and wins
+    assert res["eval_seats"]["player_1"] == {"win": 1.0, "draw": 0.0, "loss": 0.0}
+    assert res["eval_seats"]["player_2"] == {"win": 0.0, "draw": 0.0, "loss": 1.0}
+
+
+def test_an_opponent_that_names_nothing_is_one_line():
+    from apexrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="'multiagent.opponent' = 'nobody' is invalid; allowed: auto, random, self"):
+        assemble(from_dict({"env": {"id": "pettingzoo.classic.tictactoe_v3"}, "multiagent": {"opponent": "nobody"}}),
+                 num_actors=1)

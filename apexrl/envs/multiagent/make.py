@@ -139,7 +139,7 @@ def shared_spaces(views: dict[Any, AgentView], env_id: str) -> tuple[gym.Space, 
 def check_game(cfg: EnvConfig, game: Game) -> tuple[EnvConfig, gym.Space, gym.Space]:
     """Reset and play ``game`` for a few steps with random legal actions, so a broken env fails at start-up
     with one line; ``cfg`` with ``api`` as found and the shared policy's spaces."""
-    from apexrl.envs.multiagent.play import random_actions
+    from apexrl.envs.multiagent.opponents import random_actions
 
     try:
         turn = game.reset(seed=0)

@@ -1,9 +1,10 @@
 """Playing whole multi-agent games with fixed policies: greedy evaluations against an opponent.
 
-A shared policy in a game with action masks (tic-tac-toe, Connect Four) is evaluated seat by seat against a
-uniform random legal player: ``episodes`` games with the policy in each seat, a win / draw / loss by the sign
-of its seat's return. Without masks (cooperative tasks such as MPE's simple_spread) every agent plays with
-the policy and an episode's return is the mean of its agents'. Games run side by side, one batched forward
+A shared policy in a game with action masks (tic-tac-toe, Connect Four) is evaluated seat by seat against an
+opponent (``opponents.py``: a uniform random legal player by default, a saved snapshot, or your function):
+``episodes`` games with the policy in each seat, a win / draw / loss by the sign of its seat's return. Without
+masks (cooperative tasks such as MPE's simple_spread) every agent plays with the policy and an episode's return
+is the mean of its agents'. Games run side by side, one batched forward
 pass per step for every copy whose policy seat is to move.
 """
 
@@ -17,33 +18,7 @@ import numpy as np
 from apexrl.agents.base import Policy
 from apexrl.config import Config
 from apexrl.envs.multiagent.make import AgentView, agent_views, make_game
-
-
-def random_actions(views: dict[Any, AgentView], rows: dict[Any, np.ndarray], rng: np.random.Generator
-                   ) -> dict[Any, Any]:
-    """A uniform random legal action for every agent in ``rows``."""
-    out = {}
-    for agent, row in rows.items():
-        view = views[agent]
-        legal = view.codec.legal(row[None])[0] if view.masked else None
-        if legal is not None:
-            out[agent] = int(rng.choice(np.flatnonzero(legal)))
-        else:
-            out[agent] = _as_env_action(view, view.action_space.sample())
-    return out
-
-
-def _as_env_action(view: AgentView, a: Any) -> Any:
-    a = np.asarray(a)
-    return a.item() if a.ndim == 0 else a
-
-
-def uses_opponent(cfg: Config, views: dict[Any, AgentView]) -> bool:
-    """Whether evaluations seat the policy against random players (else it plays every agent)."""
-    opponent = cfg.multiagent.opponent
-    if opponent == "auto":
-        return len(views) > 1 and all(v.masked for v in views.values())
-    return opponent == "random"
+from apexrl.envs.multiagent.opponents import Opponent, as_env_action, make_opponent
 
 
 def evaluate_game(make_policy: Callable[[int], Policy], cfg: Config, episodes: int, seed: int = 0,
@@ -58,13 +33,14 @@ def evaluate_game(make_policy: Callable[[int], Policy], cfg: Config, episodes: i
     finally:
         probe.close()
     policy = make_policy(episodes * len(seats))
+    opponent = make_opponent(cfg, views, episodes * len(seats))
     illegal = [0]
-    if not uses_opponent(cfg, views):
-        returns = _play(policy, cfg, views, episodes, seed, None, max_steps, illegal)
+    if opponent is None:
+        returns = _play(policy, None, cfg, views, episodes, seed, None, max_steps, illegal)
         return {"eval_returns": returns, "eval_illegal": illegal[0]}
     out: dict[str, Any] = {"eval_returns": [], "eval_seats": {}}
     for k, seat in enumerate(seats):
-        returns = _play(policy, cfg, views, episodes, seed + 10_007 * k, seat, max_steps, illegal)
+        returns = _play(policy, opponent, cfg, views, episodes, seed + 10_007 * k, seat, max_steps, illegal)
         r = np.sign(returns)
         out["eval_seats"][str(seat)] = {"win": float(np.mean(r > 0)), "draw": float(np.mean(r == 0)),
                                         "loss": float(np.mean(r < 0))}
@@ -73,8 +49,8 @@ def evaluate_game(make_policy: Callable[[int], Policy], cfg: Config, episodes: i
     return out
 
 
-def _play(policy: Policy, cfg: Config, views: dict[Any, AgentView], episodes: int, seed: int, seat: Any,
-          max_steps: int, illegal: list[int]) -> list[float]:
+def _play(policy: Policy, opponent: Opponent | None, cfg: Config, views: dict[Any, AgentView], episodes: int,
+          seed: int, seat: Any, max_steps: int, illegal: list[int]) -> list[float]:
     """Returns of the policy's seat per game (``seat`` None: the mean over all agents); the policy's moves
     its mask did not allow are added to ``illegal[0]`` (they are played: the env decides what they cost)."""
     games = [make_game(cfg.env) for _ in range(episodes)]
@@ -92,13 +68,14 @@ def _play(policy: Policy, cfg: Config, views: dict[Any, AgentView], episodes: in
             if mine:
                 obs = np.stack([rows[j][a] for j, a in mine])
                 chosen = policy.act(obs)
-                acts = {m: _as_env_action(views[m[1]], c) for m, c in zip(mine, chosen)}
+                acts = {m: as_env_action(c) for m, c in zip(mine, chosen)}
                 view = views[mine[0][1]]
                 if view.masked:
                     illegal[0] += int((~view.codec.legal(obs)[np.arange(len(obs)), chosen.astype(np.int64)]).sum())
             for j, i in enumerate(live):
                 others = {a: r for a, r in rows[j].items() if (j, a) not in acts}
-                actions = {**random_actions(views, others, rng), **{a: acts[(j, a)] for a in rows[j] if (j, a) in acts}}
+                theirs = opponent.act({a: turns[i].to_act[a] for a in others}, others, rng) if others else {}
+                actions = {**theirs, **{a: acts[(j, a)] for a in rows[j] if (j, a) in acts}}
                 turns[i] = games[i].step(actions)
                 for a, r in turns[i].rewards.items():
                     paid[i][a] = paid[i].get(a, 0.0) + r

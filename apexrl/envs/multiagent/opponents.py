@@ -1,0 +1,120 @@
+"""Who plays the other seats of a game in evaluations (``multiagent.opponent``): a uniform random legal player,
+a saved snapshot of a policy (a checkpoint file, or a run dir: its ``best.pt``), or your own function
+``fn(agent, observation, info) -> action``, called with the agent's observation as the env gave it."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from apexrl.config import Config
+from apexrl.envs.multiagent.make import AgentView
+
+KEYWORDS = ("auto", "random", "self")
+
+
+class Opponent(Protocol):
+    def act(self, seats: dict[Any, tuple[Any, dict[str, Any]]], rows: dict[Any, np.ndarray],
+            rng: np.random.Generator) -> dict[Any, Any]:
+        """Actions for the agents of ``seats`` (their raw observations and infos; ``rows``: as packed)."""
+        ...
+
+
+def as_env_action(a: Any) -> Any:
+    a = np.asarray(a)
+    return a.item() if a.ndim == 0 else a
+
+
+def random_actions(views: dict[Any, AgentView], rows: dict[Any, np.ndarray], rng: np.random.Generator
+                   ) -> dict[Any, Any]:
+    """A uniform random legal action for every agent in ``rows``."""
+    out = {}
+    for agent, row in rows.items():
+        view = views[agent]
+        if view.masked:
+            out[agent] = int(rng.choice(np.flatnonzero(view.codec.legal(row[None])[0])))
+        else:
+            out[agent] = as_env_action(view.action_space.sample())
+    return out
+
+
+class RandomOpponent:
+    def __init__(self, views: dict[Any, AgentView]) -> None:
+        self.views = views
+
+    def act(self, seats: dict[Any, tuple[Any, dict[str, Any]]], rows: dict[Any, np.ndarray],
+            rng: np.random.Generator) -> dict[Any, Any]:
+        return random_actions(self.views, rows, rng)
+
+
+class SnapshotOpponent:
+    """A saved policy, greedy: what a run's ``best.pt`` (or any checkpoint) plays."""
+
+    def __init__(self, path: str, rows: int) -> None:
+        from apexrl import checkpoint as ckpt
+        from apexrl.config import from_dict
+        from apexrl.core import load_numpy_state_dict
+        from apexrl.runtime.assembly import assemble
+
+        where, state = ckpt.resolve(Path(path), best=True)
+        system = assemble(from_dict(state["config"]), num_actors=1)
+        net = system.make_network()
+        load_numpy_state_dict(net, state["learner"]["net"])
+        self.policy = system.make_eval_policy(net, rows, seed=0, explore=0.0)
+        self.policy.set_weights({k: v.detach().cpu().numpy() for k, v in net.state_dict().items()})
+        self.where = where
+
+    def act(self, seats: dict[Any, tuple[Any, dict[str, Any]]], rows: dict[Any, np.ndarray],
+            rng: np.random.Generator) -> dict[Any, Any]:
+        agents = list(rows)
+        if not agents:
+            return {}
+        chosen = self.policy.act(np.stack([rows[a] for a in agents]))
+        return {a: as_env_action(c) for a, c in zip(agents, chosen)}
+
+
+class FunctionOpponent:
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def act(self, seats: dict[Any, tuple[Any, dict[str, Any]]], rows: dict[Any, np.ndarray],
+            rng: np.random.Generator) -> dict[Any, Any]:
+        return {a: self.fn(a, obs, info) for a, (obs, info) in seats.items()}
+
+
+def _function(name: str) -> Any:
+    module, _, attr = name.replace(":", ".").rpartition(".")
+    if not module:
+        return None
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        return None
+    return fn if callable(fn) else None
+
+
+def check_opponent(value: str) -> None:
+    """One line (ConfigError) for a ``multiagent.opponent`` that names nothing apexrl can play against."""
+    from apexrl.config import ConfigError
+
+    if value in KEYWORDS or Path(value).exists() or _function(value) is not None:
+        return
+    raise ConfigError(f"config key 'multiagent.opponent' = '{value}' is invalid; allowed: auto, random, self, a "
+                      "checkpoint file or run dir (its best.pt plays), or an importable function "
+                      "module.fn(agent, observation, info) -> action")
+
+
+def make_opponent(cfg: Config, views: dict[Any, AgentView], rows: int) -> Opponent | None:
+    """The evaluation's opponent; None when every agent plays with the policy (``self``)."""
+    value = cfg.multiagent.opponent
+    if value == "self" or value == "auto" and not (len(views) > 1 and all(v.masked for v in views.values())):
+        return None
+    if value in ("auto", "random"):
+        return RandomOpponent(views)
+    if Path(value).exists():
+        return SnapshotOpponent(value, rows)
+    check_opponent(value)
+    return FunctionOpponent(_function(value))
