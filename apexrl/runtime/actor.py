@@ -59,12 +59,73 @@ def finite_priorities(prios: np.ndarray) -> tuple[np.ndarray, int]:
     return np.where(bad, 1.0, prios), int(bad.sum())
 
 
-class Actor:
+class ActorBase:
+    """What every kind of actor shares (this module's and ``multi_actor.py``'s): replay items waiting to be sent,
+    their priorities and send, and pulling weights every ``actors.weight_sync_period`` env steps."""
+
+    cfg: Config
+    policy: Any
+
+    def _start_sending(self, sink: ReplaySink, weights: WeightSource | None) -> None:
+        self.sink, self.weights = sink, weights
+        self._pending: list[dict[str, np.ndarray]] = []
+        self._pending_count = 0  # transitions the pending items count for (send_every)
+        self._since_sync = 0
+        self.weights_version = -1
+        self.transitions_sent = 0
+        self.nonfinite_priorities = 0
+
+    def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
+        self.policy.set_weights(weights)
+        self.weights_version = version
+
+    def _sync(self) -> None:
+        if self.weights is None:
+            return
+        got = self.weights.poll()
+        if got is not None:
+            self.set_weights(got[1], got[0])
+
+    def _queue(self, out: dict[str, np.ndarray], units: int = 1) -> None:
+        self._pending.append(out)
+        self._pending_count += len(out["action"]) * units
+
+    def _stepped(self, env_steps: int) -> None:
+        """After a vector step of ``env_steps``: send what is due, pull weights when due."""
+        if self._pending_count >= self.cfg.actors.send_every:
+            self._send()
+        self._since_sync += env_steps
+        if self._since_sync >= self.cfg.actors.weight_sync_period:
+            self._since_sync = 0
+            self._sync()
+
+    def _take_pending(self) -> dict[str, np.ndarray]:
+        parts = self._pending
+        self._pending, self._pending_count = [], 0
+        return parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+    def _send(self) -> None:
+        batch = self._take_pending()
+        self._deliver(batch, self.policy.priorities(batch))
+
+    def _deliver(self, batch: dict[str, np.ndarray], prios: np.ndarray) -> None:
+        prios, bad = finite_priorities(prios)
+        self.nonfinite_priorities += bad
+        self.sink.add(batch, prios)
+        self.transitions_sent += len(batch["action"])
+
+    def _flush(self) -> None:
+        if self._pending_count:
+            self._send()
+        self.sink.flush()
+
+
+class Actor(ActorBase):
     def __init__(self, cfg: Config, builder: AgentBuilder, actor_index: int, num_actors: int, sink: ReplaySink,
                  weights: WeightSource | None = None, model_factory: ModelFactory | None = None,
                  env_factory: EnvFactory | None = None) -> None:
         self.cfg, self.index = cfg, actor_index
-        self.sink, self.weights = sink, weights
+        self._start_sending(sink, weights)
         E = cfg.actors.envs_per_actor
         self.seed = actor_seed(cfg.seed, actor_index)
         if env_factory is None:
@@ -84,22 +145,12 @@ class Actor:
         self._item_steps = builder.replay_units(cfg)[0]  # transitions an item counts for (send_every)
         self._obs_shape = self.obs.shape[1:]
         self.frames_sent = 0
-        self._pending: list[dict[str, np.ndarray]] = []
-        self._pending_count = 0
         self._ep_return = np.zeros(E)
         self._ep_length = np.zeros(E, dtype=np.int64)
-        self._since_sync = 0
-        self.weights_version = -1
         self.env_steps = 0
-        self.transitions_sent = 0
-        self.nonfinite_priorities = 0
         self.nonfinite_steps = 0  # env steps with a non-finite reward or observation (env.non_finite: drop)
         self.nonfinite_dropped = 0  # n-step transitions they touched, not sent
         self.episodes = 0
-
-    def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
-        self.policy.set_weights(weights)
-        self.weights_version = version
 
     # ------------------------------------------------------------------ frame path (Atari)
     def _init_frames(self, E: int) -> int:
@@ -156,13 +207,6 @@ class Actor:
         return payload, prios
 
     # ------------------------------------------------------------------ the loop
-    def _sync(self) -> None:
-        if self.weights is None:
-            return
-        got = self.weights.poll()
-        if got is not None:
-            self.set_weights(got[1], got[0])
-
     def run(self, num_steps: int, global_env_steps: int | None = None) -> dict[str, Any]:
         """Step every env ``num_steps`` times (``num_steps * envs_per_actor`` env steps); return stats.
         ``global_env_steps``: the run's count over all actors now (for the policy's schedules)."""
@@ -199,8 +243,7 @@ class Actor:
             if out is not None and self.nonfinite_steps and self.cfg.env.non_finite == "drop":
                 out = self._finite(out)
             if out is not None:
-                self._pending.append(out)
-                self._pending_count += len(out["action"]) * self._item_steps
+                self._queue(out, self._item_steps)
             self._ep_return += reward if not self.nonfinite_steps else np.where(np.isfinite(reward), reward, 0.0)
             self._ep_length += 1
             if done.any():
@@ -214,12 +257,7 @@ class Actor:
                 self.episodes += int(done.sum())
             self.obs = next_obs
             self.env_steps += E
-            if self._pending_count >= self.cfg.actors.send_every:
-                self._send()
-            self._since_sync += E
-            if self._since_sync >= self.cfg.actors.weight_sync_period:
-                self._since_sync = 0
-                self._sync()
+            self._stepped(E)
         return {
             "actor": self.index,
             "env_steps": num_steps * E,
@@ -248,20 +286,10 @@ class Actor:
         return {k: v[keep] for k, v in out.items()} if keep.any() else None
 
     def _send(self) -> None:
-        parts = self._pending
-        batch = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        self._pending, self._pending_count = [], 0
-        if self.frames:
-            batch, prios = self._frame_payload(batch)
-        else:
-            prios = self.policy.priorities(batch)
-        prios, bad = finite_priorities(prios)
-        self.nonfinite_priorities += bad
-        self.sink.add(batch, prios)
-        self.transitions_sent += len(batch["action"])
+        if not self.frames:
+            return super()._send()
+        self._deliver(*self._frame_payload(self._take_pending()))
 
     def close(self) -> None:
-        if self._pending_count:
-            self._send()
-        self.sink.flush()
+        self._flush()
         self.envs.close()

@@ -21,15 +21,16 @@ from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs.multiagent.games import GameError, Turn
 from apexrl.envs.multiagent.make import agent_views, make_game, shared_spaces
-from apexrl.runtime.actor import actor_seed, finite_priorities
+from apexrl.envs.multiagent.opponents import as_env_action
+from apexrl.runtime.actor import ActorBase, actor_seed
 
 
-class MultiAgentActor:
+class MultiAgentActor(ActorBase):
     def __init__(self, cfg: Config, builder: AgentBuilder, actor_index: int, num_actors: int, sink: ReplaySink,
                  weights: WeightSource | None = None, model_factory: ModelFactory | None = None,
                  env_factory: Any = None) -> None:
         self.cfg, self.index = cfg, actor_index
-        self.sink, self.weights = sink, weights
+        self._start_sending(sink, weights)
         self.E = E = cfg.actors.envs_per_actor
         self.seed = actor_seed(cfg.seed, actor_index)
         self.games = [make_game(cfg.env) for _ in range(E)]
@@ -47,18 +48,13 @@ class MultiAgentActor:
         self.rows = np.zeros((S, *obs_space.shape), dtype=obs_space.dtype)  # each slot's newest observation
         self._pend_obs = np.zeros_like(self.rows)  # the observation a slot last acted on...
         self._pend_act: np.ndarray | None = None  # ...its action (allocated at the first act)
-        self._pending = np.zeros(S, dtype=bool)  # ...while its transition is not complete
+        self._open = np.zeros(S, dtype=bool)  # ...while its transition is not complete
         self._paid = np.zeros(S)  # reward since the slot's last action
         self._ret = np.zeros(S)  # the slot's return this episode
         self._moves = np.zeros(S, dtype=np.int64)
         self._ended = np.zeros(S, dtype=bool)  # the agent's episode ended, its game goes on
         self._to_act: list[list[int]] = [[] for _ in range(E)]  # slots to move, per copy
-        self._pending_out: list[dict[str, np.ndarray]] = []
-        self._pending_count = 0
-        self._since_sync = 0
-        self.weights_version = -1
-        self.env_steps = self.transitions_sent = self.episodes = 0
-        self.nonfinite_priorities = 0
+        self.env_steps = self.episodes = 0
         self.returns: list[float] = []
         self.lengths: list[int] = []
         self.levels: list[float] = []
@@ -76,10 +72,6 @@ class MultiAgentActor:
                             f"{self.agents}")
         return c * self.A + k
 
-    def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
-        self.policy.set_weights(weights)
-        self.weights_version = version
-
     # ------------------------------------------------------------------ one game step's consequences
     def _take(self, c: int, turn: Turn, done: list[tuple[Any, ...]]) -> None:
         """Book ``turn`` of copy ``c``: pay, end and complete transitions (into ``done``), and note who moves
@@ -90,7 +82,7 @@ class MultiAgentActor:
             self._ret[s] += r
         for agent, (obs, info, term, trunc) in turn.ended.items():
             s = self._slot(c, agent)
-            if self._pending[s]:
+            if self._open[s]:
                 final = self.views[agent].row(obs, info, goes_on=False) if obs is not None else self._pend_obs[s]
                 self._completed(done, s, final, term, trunc)
             self._finish(s)
@@ -100,15 +92,15 @@ class MultiAgentActor:
             if self._ended[s]:
                 raise GameError(f"env '{self.cfg.env.id}' asked agent '{agent}' to act after its episode ended")
             self.rows[s] = self.views[agent].row(obs, info)
-            if self._pending[s]:
+            if self._open[s]:
                 self._completed(done, s, self.rows[s].copy(), False, False)
             slots.append(s)
         if turn.over:
             base = c * self.A
             for s in range(base, base + self.A):  # left without an end of their own: cut off, bootstrap
-                if self._pending[s]:
+                if self._open[s]:
                     self._completed(done, s, self._pend_obs[s], False, True)
-                if self._pending[s] or self._moves[s]:
+                if self._open[s] or self._moves[s]:
                     self._finish(s)
             self._ended[base:base + self.A] = False
             self._take(c, self._reset(c), done)
@@ -117,7 +109,7 @@ class MultiAgentActor:
 
     def _completed(self, done: list[tuple[Any, ...]], s: int, next_obs: np.ndarray, term: bool, trunc: bool) -> None:
         done.append((s, self._pend_obs[s].copy(), self._pend_act[s].copy(), self._paid[s], next_obs, term, trunc))
-        self._pending[s] = False
+        self._open[s] = False
         self._paid[s] = 0.0
 
     def _finish(self, s: int) -> None:
@@ -145,24 +137,19 @@ class MultiAgentActor:
                 self._pend_act = np.zeros((len(self.rows), *actions.shape[1:]), dtype=actions.dtype)
             self._pend_obs[slots] = self.rows[slots]
             self._pend_act[slots] = actions
-            self._pending[slots] = True
+            self._open[slots] = True
             self._moves[slots] += 1
             done: list[tuple[Any, ...]] = []
             k = 0
             for c in range(self.E):
                 mine = self._to_act[c]
-                acts = {self.agents[s - c * self.A]: _env_action(actions[k + j]) for j, s in enumerate(mine)}
+                acts = {self.agents[s - c * self.A]: as_env_action(actions[k + j]) for j, s in enumerate(mine)}
                 k += len(mine)
                 self._take(c, self.games[c].step(acts), done)
             if done:
                 self._complete(done)
             self.env_steps += self.E
-            if self._pending_count >= self.cfg.actors.send_every:
-                self._send()
-            self._since_sync += self.E
-            if self._since_sync >= self.cfg.actors.weight_sync_period:
-                self._since_sync = 0
-                self._sync()
+            self._stepped(self.E)
         return {
             "actor": self.index, "env_steps": num_steps * self.E, "total_env_steps": self.env_steps,
             "episode_returns": self.returns, "episode_lengths": self.lengths, "episode_exploration": self.levels,
@@ -178,32 +165,9 @@ class MultiAgentActor:
         out = self.writer.step(np.stack(obs), np.stack(act), np.array(paid), np.stack(nxt), np.array(term),
                                np.array(trunc), slots=np.array(slots, dtype=np.int64))
         if out is not None:
-            self._pending_out.append(out)
-            self._pending_count += len(out["action"])
-
-    def _sync(self) -> None:
-        if self.weights is None:
-            return
-        got = self.weights.poll()
-        if got is not None:
-            self.set_weights(got[1], got[0])
-
-    def _send(self) -> None:
-        parts = self._pending_out
-        batch = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        self._pending_out, self._pending_count = [], 0
-        prios, bad = finite_priorities(self.policy.priorities(batch))
-        self.nonfinite_priorities += bad
-        self.sink.add(batch, prios)
-        self.transitions_sent += len(batch["action"])
+            self._queue(out)
 
     def close(self) -> None:
-        if self._pending_count:
-            self._send()
-        self.sink.flush()
+        self._flush()
         for g in self.games:
             g.close()
-
-
-def _env_action(a: np.ndarray) -> Any:
-    return a.item() if a.ndim == 0 else a
