@@ -16,10 +16,13 @@ from apexrl.envs.multiagent.make import AgentView
 KEYWORDS = ("auto", "random", "self")
 
 
+Seat = tuple[int, Any]  # (game copy, agent): one call covers the opponent's seats in every game
+
+
 class Opponent(Protocol):
-    def act(self, seats: dict[Any, tuple[Any, dict[str, Any]]], rows: dict[Any, np.ndarray],
-            rng: np.random.Generator) -> dict[Any, Any]:
-        """Actions for the agents of ``seats`` (their raw observations and infos; ``rows``: as packed)."""
+    def act(self, seats: dict[Seat, tuple[Any, dict[str, Any]]], rows: dict[Seat, np.ndarray],
+            rng: np.random.Generator) -> dict[Seat, Any]:
+        """Actions for ``seats`` (their raw observations and infos; ``rows``: as packed), in one batch."""
         ...
 
 
@@ -31,23 +34,22 @@ def as_env_action(a: Any) -> Any:
 def random_actions(views: dict[Any, AgentView], rows: dict[Any, np.ndarray], rng: np.random.Generator
                    ) -> dict[Any, Any]:
     """A uniform random legal action for every agent in ``rows``."""
-    out = {}
-    for agent, row in rows.items():
-        view = views[agent]
-        if view.masked:
-            out[agent] = int(rng.choice(np.flatnonzero(view.codec.legal(row[None])[0])))
-        else:
-            out[agent] = as_env_action(view.action_space.sample())
-    return out
+    return {agent: random_action(views[agent], row, rng) for agent, row in rows.items()}
+
+
+def random_action(view: AgentView, row: np.ndarray, rng: np.random.Generator) -> Any:
+    if view.masked:
+        return int(rng.choice(np.flatnonzero(view.codec.legal(row[None])[0])))
+    return as_env_action(view.action_space.sample())
 
 
 class RandomOpponent:
     def __init__(self, views: dict[Any, AgentView]) -> None:
         self.views = views
 
-    def act(self, seats: dict[Any, tuple[Any, dict[str, Any]]], rows: dict[Any, np.ndarray],
-            rng: np.random.Generator) -> dict[Any, Any]:
-        return random_actions(self.views, rows, rng)
+    def act(self, seats: dict[Seat, tuple[Any, dict[str, Any]]], rows: dict[Seat, np.ndarray],
+            rng: np.random.Generator) -> dict[Seat, Any]:
+        return {key: random_action(self.views[key[1]], row, rng) for key, row in rows.items()}
 
 
 class SnapshotOpponent:
@@ -67,22 +69,22 @@ class SnapshotOpponent:
         self.policy.set_weights({k: v.detach().cpu().numpy() for k, v in net.state_dict().items()})
         self.where = where
 
-    def act(self, seats: dict[Any, tuple[Any, dict[str, Any]]], rows: dict[Any, np.ndarray],
-            rng: np.random.Generator) -> dict[Any, Any]:
-        agents = list(rows)
-        if not agents:
+    def act(self, seats: dict[Seat, tuple[Any, dict[str, Any]]], rows: dict[Seat, np.ndarray],
+            rng: np.random.Generator) -> dict[Seat, Any]:
+        keys = list(rows)
+        if not keys:
             return {}
-        chosen = self.policy.act(np.stack([rows[a] for a in agents]))
-        return {a: as_env_action(c) for a, c in zip(agents, chosen)}
+        chosen = self.policy.act(np.stack([rows[k] for k in keys]))
+        return {k: as_env_action(c) for k, c in zip(keys, chosen)}
 
 
 class FunctionOpponent:
     def __init__(self, fn: Any) -> None:
         self.fn = fn
 
-    def act(self, seats: dict[Any, tuple[Any, dict[str, Any]]], rows: dict[Any, np.ndarray],
-            rng: np.random.Generator) -> dict[Any, Any]:
-        return {a: self.fn(a, obs, info) for a, (obs, info) in seats.items()}
+    def act(self, seats: dict[Seat, tuple[Any, dict[str, Any]]], rows: dict[Seat, np.ndarray],
+            rng: np.random.Generator) -> dict[Seat, Any]:
+        return {key: self.fn(key[1], obs, info) for key, (obs, info) in seats.items()}
 
 
 def _function(name: str) -> Any:

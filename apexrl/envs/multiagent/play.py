@@ -72,11 +72,11 @@ def _play(policy: Policy, opponent: Opponent | None, cfg: Config, views: dict[An
                 view = views[mine[0][1]]
                 if view.masked:
                     illegal[0] += int((~view.codec.legal(obs)[np.arange(len(obs)), chosen.astype(np.int64)]).sum())
+            others = {(j, a): r for j, r_j in enumerate(rows) for a, r in r_j.items() if (j, a) not in acts}
+            if others:  # the opponent's seats in every live game, one call (a snapshot: one forward pass)
+                acts.update(opponent.act({(j, a): turns[live[j]].to_act[a] for j, a in others}, others, rng))
             for j, i in enumerate(live):
-                others = {a: r for a, r in rows[j].items() if (j, a) not in acts}
-                theirs = opponent.act({a: turns[i].to_act[a] for a in others}, others, rng) if others else {}
-                actions = {**theirs, **{a: acts[(j, a)] for a in rows[j] if (j, a) in acts}}
-                turns[i] = games[i].step(actions)
+                turns[i] = games[i].step({a: acts[(j, a)] for a in rows[j]})
                 for a, r in turns[i].rewards.items():
                     paid[i][a] = paid[i].get(a, 0.0) + r
         if seat is None:
