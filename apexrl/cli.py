@@ -223,7 +223,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from apexrl import checkpoint as ckpt
     from apexrl.config import from_dict
-    from apexrl.core import load_numpy_state_dict
     from apexrl.envs import is_atari
     from apexrl.envs.scores import human_normalized_score
     from apexrl.evaluation import evaluate_system
@@ -239,12 +238,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.opponent is not None:
         cfg = cfg.replace(**{"multiagent.opponent": args.opponent})
     system = assemble(cfg, num_actors=1)
-    net = system.make_network()
     try:
-        load_numpy_state_dict(net, state["learner"]["net"])
+        net, weights = system.loaded_network(state["learner"]["net"])
     except RuntimeError as e:
         raise UserError(f"checkpoint '{path}' does not match the network of its config: {str(e).splitlines()[0]}") from None
-    weights = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
     res = evaluate_system(system, net, weights, args.episodes, args.seed, args.epsilon)
     returns = res["eval_returns"]
     hns = human_normalized_score(cfg.env.id, float(np.mean(returns))) if is_atari(cfg.env) else None
@@ -252,6 +249,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"{cfg.env.id}: {args.episodes} episodes{games}, return mean {np.mean(returns):.2f} "
           f"std {np.std(returns):.2f} (min {np.min(returns):.1f}, max {np.max(returns):.1f})"
           + ("" if hns is None else f", human-normalized {100 * hns:.1f}%") + f" from {path}")
+    if "eval_policies" in res:
+        print("  per policy: " + ", ".join(f"{p} {r:.2f}" for p, r in res["eval_policies"].items()))
     if "eval_seats" in res:
         flat = {f"eval_seat_{s}_{k}": v for s, rates in res["eval_seats"].items() for k, v in rates.items()}
         print(f" {seats_text(flat).strip()}; illegal moves: {res['eval_illegal']}")

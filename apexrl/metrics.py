@@ -75,6 +75,10 @@ class MetricsWriter:
                         tag = f"actors/{key}" if key.startswith("actor") else f"replay/{key}"
                     elif key.startswith("eval_seat_"):  # eval_seat_<agent>_<win|draw|loss>
                         tag = f"eval/{key[len('eval_seat_'):]}"
+                    elif key.startswith("eval_policy_"):  # eval_policy_<policy>_return
+                        tag = f"eval/{key[len('eval_policy_'):]}"
+                    elif key.startswith(("loss/", "q_mean/", "td_abs/")):  # per policy, several policies
+                        tag = f"learner/{key}"
                     else:
                         continue
                 self._tb.add_scalar(tag, value, step)

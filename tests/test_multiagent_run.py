@@ -74,3 +74,64 @@ def test_the_trainer_acts_for_one_agent_of_a_game_and_names_its_one_policy():
         assert set(seats) == {"player_1", "player_2"}
     finally:
         trainer.stop()
+
+
+def test_two_policies_one_trained_run_from_the_yaml_file_resume_and_evaluate_per_policy(tmp_path):
+    """The shape of RLlib's multi-agent CartPole example: agent 0 by p0 (trained), agent 1 by p1 (acts only)."""
+    from pathlib import Path
+
+    import torch
+
+    from apexrl import checkpoint as ckpt
+    from apexrl.config import load
+
+    example = Path(__file__).parents[1] / "examples" / "multi_agent" / "two_policies.yaml"
+    small = ["actors.num_actors=1", "actors.envs_per_actor=4", "replay.learning_starts=200", "logging.console=off",
+             "evaluation.interval_s=2", "evaluation.episodes=4", "logging.report_interval_s=0.5",
+             "checkpoint.every_reports=2", "stop.max_time_s=null", "stop.max_env_steps=6000"]
+    run = tmp_path / "run"
+    first = train(load(example, small), run_dir=run)
+    assert first.learner_updates > 0
+    state = ckpt.load_latest(run)[1]
+    assert set(state["learner"]["policies"]) == {"p0", "p1"}
+    assert state["learner"]["policies"]["p1"]["updates"] == 0 and state["learner"]["policies"]["p0"]["updates"] > 0
+    p1_before = state["learner"]["policies"]["p1"]["net"]
+    assert "policy_mapping:\n    '0': p0\n    '1': p1" in (run / "config.yaml").read_text()
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any("eval_policy_p0_return" in r and "eval_policy_p1_return" in r for r in records)
+
+    second = train(load(example, [*small[:-1], f"stop.max_env_steps={first.env_steps + 3000}"]), resume=run)
+    assert second.learner_updates > first.learner_updates
+    state = ckpt.load_latest(run)[1]
+    after = state["learner"]["policies"]
+    assert all(torch.equal(torch.as_tensor(p1_before[k]), torch.as_tensor(after["p1"]["net"][k])) for k in p1_before)
+
+    out = subprocess.run([sys.executable, "-m", "apexrl", "eval", str(run), "--episodes", "3"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "per policy: p0 " in out.stdout and ", p1 " in out.stdout
+
+
+def test_two_policies_from_a_config_dict_with_a_mapping_function_and_per_policy_trainer_calls():
+    import numpy as np
+
+    from apexrl import ApexTrainer
+    from apexrl.envs.multiagent.examples import MultiAgentCartPole
+
+    trainer = ApexTrainer(config={
+        "env": MultiAgentCartPole, "env_config": {"num_agents": 2}, "num_workers": 1,
+        "multiagent": {"policies": {"p0": (None, None, None, {"lr": 1e-3}), "p1": None},
+                       "policy_mapping_fn": lambda agent_id, episode, worker=None, **kw: f"p{agent_id}",
+                       "policies_to_train": ["p0"]},
+        "min_sample_timesteps_per_iteration": 2_000, "replay": {"learning_starts": 200},
+        "evaluation": {"episodes": 3}})
+    try:
+        trainer.train()
+        weights = trainer.get_weights()
+        assert set(weights) == {"p0", "p1"} and "/" not in "".join(weights["p0"])
+        assert trainer.compute_single_action(np.zeros(4, np.float32), policy_id="p1") in (0, 1)
+        with pytest.raises(ValueError, match="name one of this trainer's policies: p0, p1"):
+            trainer.compute_single_action(np.zeros(4, np.float32))
+        assert set(trainer.evaluate()["evaluation"]["policies"]) == {"p0", "p1"}
+    finally:
+        trainer.stop()

@@ -108,6 +108,13 @@ MAPPED = [
     ("placement_strategy", "SPREAD", "APEX", {"actors.placement": "spread"}),
     ("evaluation_duration_unit", "episodes", "APEX", {}),
     ("multiagent", {"policies": {}}, "APEX", {}),
+    ("multi_agent", {"policies": ["a", "b"], "policy_mapping_fn": "pkg.mod.fn", "policies_to_train": ["a"]}, "APEX",
+     {"multiagent.policies": {"a": {"config": {}}, "b": {"config": {}}}, "multiagent.policy_mapping": "pkg.mod.fn",
+      "multiagent.policies_to_train": ("a",)}),
+    ("policies", {"a": (None, None, None, {"lr": 0.01}), "b": None}, "APEX",
+     {"multiagent.policies": {"a": {"config": {"learner.lr": 0.01}}, "b": {"config": {}}}}),
+    ("policy_mapping_fn", "pkg.mod.fn", "APEX", {"multiagent.policy_mapping": "pkg.mod.fn"}),
+    ("policies_to_train", ["main"], "APEX", {"multiagent.policies_to_train": ("main",)}),
 ]
 INERT = [  # accepted, named once, and the config is what it would be without them
     ("framework", "tf"), ("double_q", True), ("actor_hidden_activation", "relu"),
@@ -134,7 +141,8 @@ REFUSED = [  # values apexrl cannot honour: one line naming the key
     ("replay_buffer_config.replay_sequence_length", 20), ("replay_buffer_config.type", "MyBuffer"),
     ("exploration_config.type", "SoftQ"), ("explore", False), ("evaluation_duration_unit", "timesteps"),
     ("evaluation_config.explore", True), ("num_atoms", 51), ("noisy", True), ("lr_schedule", [[0, 1e-3]]),
-    ("multiagent", {"policies": {"a": None, "b": None}}), ("metrics_num_episodes_for_smoothing", 10), ("hiddens", [64, 64]),
+    ("multiagent", {"policies": {"a": None}, "policy_mapping_fn": "m.f", "observation_fn": "m.g"}),
+    ("multiagent", {"policies": ["a", "b"], "policies_to_train": lambda pid, batch: True}), ("metrics_num_episodes_for_smoothing", 10), ("hiddens", [64, 64]),
     ("placement_strategy", "ANYWHERE"),
 ]
 

@@ -37,7 +37,7 @@ from apexrl import checkpoint as ckpt
 from apexrl.config import Config, ConfigError, from_dict, load, to_dict
 from apexrl.envs.spaces import codec_of
 from apexrl.metrics import Console
-from apexrl.runtime.assembly import assemble, logical_cpus
+from apexrl.runtime.assembly import System, assemble, logical_cpus
 from apexrl.runtime.cluster import init_ray, shutdown_ray
 from apexrl.runtime.driver import Loop, build_topology, run_name
 from apexrl.runtime.footprint import PeakMemory
@@ -101,8 +101,8 @@ class ApexTrainer(tune.Trainable):
         except BaseException:
             self._shutdown()
             raise
-        self._net: Any = None  # built on the first get_policy(): until then this process needs no torch
-        self._acting: Any = None  # what compute_single_action acts with (numpy where the agent allows)
+        self._nets: dict[str, Any] = {}  # built on the first get_policy(): until then this process needs no torch
+        self._acting: dict[str, Any] = {}  # what compute_single_action acts with (numpy where the agent allows)
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> Any:
@@ -182,29 +182,46 @@ class ApexTrainer(tune.Trainable):
         self.loop.progress.time_offset -= self.loop.elapsed()  # time_total_s goes on from the checkpoint's
 
     # ------------------------------------------------------------------ the policy
-    def _one_policy(self, policy_id: str | None) -> None:
-        """apexrl trains one policy (shared by every agent of a multi-agent env), ``multiagent.policy_id``."""
-        names = {"default_policy", self.cfg.multiagent.policy_id}
-        if policy_id is not None and policy_id not in names:
-            raise ValueError(f"policy_id '{policy_id}': this trainer has one policy, "
-                             f"'{self.cfg.multiagent.policy_id}'")
+    def _policy(self, policy_id: str | None) -> System:
+        """The System of policy ``policy_id``: the one policy (``multiagent.policy_id``, or RLlib's
+        ``default_policy``), or one of several, which must then be named."""
+        ids = self.system.policy_ids
+        if not self.system.policies:
+            if policy_id is not None and policy_id not in {"default_policy", ids[0]}:
+                raise ValueError(f"policy_id '{policy_id}': this trainer has one policy, '{ids[0]}'")
+            return self.system
+        if policy_id not in ids:
+            raise ValueError(f"policy_id {policy_id!r}: name one of this trainer's policies: {', '.join(ids)}")
+        return self.system.member(policy_id)
 
-    def get_weights(self, policy_id: str | None = None) -> dict[str, np.ndarray]:
-        self._one_policy(policy_id)
+    def _published(self) -> dict[str, np.ndarray]:
         got = ray.get(self.topology.ps.get.remote(-1), timeout=60)
         if got is None:
             raise RuntimeError("no weights published yet")
         return ray.get(got[1][0], timeout=60)
 
+    def get_weights(self, policy_id: str | None = None) -> Any:
+        """The newest weights of the policy (several policies and no ``policy_id``: ``{policy id: weights}``,
+        as RLlib's ``get_weights()``)."""
+        weights = self._published()
+        if not self.system.policies:
+            self._policy(policy_id)
+            return weights
+        from apexrl.runtime.policy_set import split
+
+        parts = split(weights)
+        return parts if policy_id is None else parts[self._policy(policy_id).cfg.multiagent.policy_id]
+
     def get_policy(self, policy_id: str | None = None) -> Any:
-        """The acting network with the newest weights (an ``nn.Module``); ``policy_id`` as RLlib's (one policy)."""
-        self._one_policy(policy_id)
+        """The acting network with the newest weights (an ``nn.Module``); ``policy_id`` as RLlib's."""
+        member = self._policy(policy_id)
         from apexrl.core import load_numpy_state_dict
 
-        if self._net is None:
-            self._net = self.system.make_network()
-        load_numpy_state_dict(self._net, self.get_weights())
-        return self._net
+        pid = member.cfg.multiagent.policy_id
+        if pid not in self._nets:
+            self._nets[pid] = member.make_network()
+        load_numpy_state_dict(self._nets[pid], self.get_weights(policy_id))
+        return self._nets[pid]
 
     def compute_single_action(self, observation: Any, state: Any = None, explore: bool = False,
                               policy_id: str | None = None) -> Any:
@@ -212,21 +229,22 @@ class ApexTrainer(tune.Trainable):
         most exploring actor acts. A recurrent agent, as RLlib's: pass ``state`` (first
         ``get_policy().get_initial_state()``) and get ``(action, state_out, {})`` back. A multi-agent env's
         agent: its own observation (a Dict with its ``action_mask``); its one policy is every agent's."""
-        self._one_policy(policy_id)
+        member = self._policy(policy_id)
+        pid = member.cfg.multiagent.policy_id
         if isinstance(state, bool):  # compute_single_action(obs, True): the old positional explore
             state, explore = None, state
-        if self._acting is None:
-            self._acting = self.system.make_acting_network(self.cfg.seed, role="eval")
-        net = self._acting  # a numpy MLP needs no torch in this process
+        if pid not in self._acting:
+            self._acting[pid] = member.make_acting_network(self.cfg.seed, role="eval")
+        net = self._acting[pid]  # a numpy MLP needs no torch in this process
         if explore:
-            policy = self.system.builder.make_actor_policy(self.cfg, net, self.system.action_space, 0,
-                                                           self.system.num_actors, 1, self.training_iteration)
+            policy = member.builder.make_actor_policy(member.cfg, net, member.action_space, 0,
+                                                      member.num_actors, 1, self.training_iteration)
             if hasattr(policy, "warmup_steps"):  # a trained agent explores with its noise, not at random
                 policy.warmup_steps = 0
         else:
-            policy = self.system.make_eval_policy(net, 1, seed=self.training_iteration, explore=0.0)
-        policy.set_weights(self.get_weights())
-        codec = codec_of(self.system.observation_space)
+            policy = member.make_eval_policy(net, 1, seed=self.training_iteration, explore=0.0)
+        policy.set_weights(self.get_weights(policy_id))
+        codec = codec_of(member.observation_space)
         row = np.asarray(observation) if codec is None or _is_row(observation, codec.row_bytes) else codec.pack(observation)
         if state is not None and hasattr(policy, "set_recurrent_state"):
             policy.set_recurrent_state(np.asarray(state[0] if isinstance(state, (list, tuple)) else state)[None])
@@ -243,7 +261,8 @@ class ApexTrainer(tune.Trainable):
         self.loop.take_evaluation(lambda: res)
         return {"evaluation": {"episode_reward_mean": float(np.mean(res["eval_returns"])) if res["eval_returns"]
                                else math.nan, "episodes": len(res["eval_returns"]),
-                               **({"seats": res["eval_seats"]} if "eval_seats" in res else {})}}
+                               **({"seats": res["eval_seats"]} if "eval_seats" in res else {}),
+                               **({"policies": res["eval_policies"]} if "eval_policies" in res else {})}}
 
     # ------------------------------------------------------------------ shutdown
     def cleanup(self) -> None:

@@ -192,10 +192,17 @@ class EvaluationConfig:
 
 @dataclass(frozen=True)
 class MultiAgentConfig:
-    """Several agents in one env (``env.api`` aec, parallel or rllib): one policy shared by every agent."""
+    """Several agents in one env (``env.api`` aec, parallel or rllib): which policy plays each agent."""
 
     policy_id: str = "default_policy"  # the shared policy's name (RLlib's default, or the one policy its multiagent
     #                                   section names): what ApexTrainer's policy_id arguments may say
+    policies: Any = field(default_factory=dict)  # several policies, each with its own network, replay
+    #     and learner: {id: {agent: dqn | dpg, config: {learner.lr: 1e-3, ...}}} ({} or null: the run's own
+    #     settings). Empty: one shared policy when every agent has the same spaces, else one per distinct space
+    policy_mapping: Any = None  # agent id -> policy: a table {agent id or fnmatch pattern: policy} (first match),
+    #     or a function 'pkg.mod.fn' called as RLlib calls policy_mapping_fn (in Python also the function); asked
+    #     once per agent at start-up, and config.yaml keeps the table it gave
+    policies_to_train: tuple[str, ...] | None = None  # null: every policy; the others act and are never updated
     opponent: str = "auto"  # who plays the other seats in evaluations: random (uniform over legal actions, each
     #                         seat in turn: games with action masks) | self (every agent plays with the policy:
     #                         cooperative tasks) | auto (random where agents have action masks, else self) | a

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING, Any
 
+from apexrl.config.policies import normalize as normalize_policies
 from apexrl.config.schema import AGENTS, ConfigError
 
 if TYPE_CHECKING:
@@ -141,6 +142,7 @@ def validate(cfg: Config) -> Config:
            "a number in [0, 1] (dpg: a noise std >= 0)")
     _check(cfg.env.api in ("auto", "gymnasium", "aec", "parallel", "rllib"), "env.api", cfg.env.api,
            "auto, gymnasium, aec, parallel or rllib")
+    cfg = normalize_policies(cfg)
     _check(bool(cfg.multiagent.opponent), "multiagent.opponent", cfg.multiagent.opponent,
            "auto, random, self, a checkpoint or run dir, or a function module.fn")
     _check(cfg.logging.report_interval_s > 0, "logging.report_interval_s", cfg.logging.report_interval_s,

@@ -73,6 +73,33 @@ class System:
     action_space: gym.Space
     num_actors: int
     model_factory: ModelFactory | None = None
+    # Several policies (``multiagent.policies``, or agents with different spaces): one System per policy,
+    # with its own config (``multiagent.policy_id`` its id), agent and spaces; empty for one policy.
+    policies: tuple[System, ...] = ()
+
+    @property
+    def policy_ids(self) -> tuple[str, ...]:
+        return tuple(m.cfg.multiagent.policy_id for m in self.policies) or (self.cfg.multiagent.policy_id,)
+
+    @property
+    def trained(self) -> tuple[System, ...]:
+        """The policies with shards and learner updates (all of them, or ``multiagent.policies_to_train``)."""
+        train = self.cfg.multiagent.policies_to_train
+        return tuple(m for m in self.policies if train is None or m.cfg.multiagent.policy_id in train)
+
+    @property
+    def num_shards(self) -> int:
+        """Every trained policy has ``replay.num_shards`` shards of its own, in consecutive groups."""
+        return self.cfg.replay.num_shards * max(1, len(self.trained))
+
+    def member(self, policy_id: str | None = None) -> System:
+        """Policy ``policy_id``'s System (None: the only one, or the first)."""
+        if not self.policies:
+            return self
+        for m in self.policies:
+            if policy_id is None or m.cfg.multiagent.policy_id == policy_id:
+                return m
+        raise KeyError(policy_id)
 
     @property
     def frames(self) -> bool:
@@ -88,6 +115,10 @@ class System:
         The config counts transitions; a shard counts items. A sequence agent's item is a sequence that
         counts for ``insert`` new transitions when stored and ``sample`` trained ones when sampled, so a
         samples-per-insert ratio r of transitions is r * insert / sample of items."""
+        if self.policies:
+            per = self.cfg.replay.num_shards
+            kw = self.trained[i // per].shard_kwargs(i % per)
+            return {**kw, "seed": kw["seed"] + 7_919 * (i // per)}
         cfg, r = self.cfg, self.cfg.replay
         insert, sample = self.builder.replay_units(cfg)
         spi, buffer, lead = r.samples_per_insert, 0.0, None
@@ -113,28 +144,74 @@ class System:
         if is_multiagent(self.cfg.env):
             from apexrl.runtime.multi_actor import MultiAgentActor
 
-            return MultiAgentActor(self.cfg, self.builder, i, self.num_actors, sink, weights,  # type: ignore[return-value]
-                                   self.model_factory)
+            return MultiAgentActor(self, i, sink, weights)  # type: ignore[return-value]
         return Actor(self.cfg, self.builder, i, self.num_actors, sink, weights, self.model_factory, env_factory)
 
     def make_learner(self, device: str | None = None) -> Learner:
+        if self.policies:
+            from apexrl.runtime.policy_set import PolicySetLearner
+
+            return PolicySetLearner({m.cfg.multiagent.policy_id: m.make_learner(device)  # type: ignore[return-value]
+                                     for m in self.policies})
         return self.builder.make_learner(self.cfg, self.observation_space, self.action_space, self.model_factory,
                                          device)
 
     def make_learner_loop(self, transport: ShardTransport, publish: Publish, learner: Learner | None = None,
                           device: str | None = None) -> LearnerLoop:
+        if self.policies:
+            return self._policy_set_loop(transport, publish, learner, device)  # type: ignore[return-value]
         lc = self.cfg.learner
         client = ReplayClient(transport, self.cfg.replay.num_shards, lc.batch_size, lc.prefetch,
                               self.batches_per_request, seed=self.cfg.seed + 17)
         return LearnerLoop(self.cfg, learner or self.make_learner(device), client, publish)
 
+    def _policy_set_loop(self, transport: ShardTransport, publish: Publish, learner: Learner | None,
+                         device: str | None) -> Any:
+        import time
+
+        from apexrl.runtime.policy_set import GroupTransport, PolicySetLearner, PolicySetLoop
+
+        learners = learner if isinstance(learner, PolicySetLearner) else self.make_learner(device)
+        per = self.cfg.replay.num_shards
+        loops = {}
+        for g, m in enumerate(self.trained):
+            pid = m.cfg.multiagent.policy_id
+            loops[pid] = m.make_learner_loop(GroupTransport(transport, g * per), lambda v, w: None,
+                                             learners.learners[pid])  # type: ignore[union-attr]
+        return PolicySetLoop(loops, learners, publish, time.sleep)  # type: ignore[arg-type]
+
     def make_network(self) -> torch.nn.Module:
+        """The torch network (several policies: ``{policy id: network}``)."""
+        if self.policies:
+            return {m.cfg.multiagent.policy_id: m.make_network() for m in self.policies}  # type: ignore[return-value]
         return self.builder.make_network(self.cfg, self.observation_space, self.action_space, self.model_factory)
 
     def make_acting_network(self, seed: int, role: str = "actors") -> Any:
-        """What a policy acts with (``AgentBuilder.make_acting_network``): torch-free where the agent can."""
+        """What a policy acts with (``AgentBuilder.make_acting_network``): torch-free where the agent can.
+        Several policies: ``{policy id: network}``."""
+        if self.policies:
+            return {m.cfg.multiagent.policy_id: m.make_acting_network(seed, role) for m in self.policies}
         return self.builder.make_acting_network(self.cfg, self.observation_space, self.action_space,
                                                 self.model_factory, seed, role)
+
+    def loaded_network(self, net_state: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """A network (or one per policy) with ``net_state`` loaded (a checkpoint's or published weights), and
+        those weights as arrays; a state that does not fit raises RuntimeError."""
+        from apexrl.core import load_numpy_state_dict
+
+        net = self.make_network()
+        if self.policies:
+            from apexrl.runtime.policy_set import join, split
+
+            parts = split(net_state)
+            for pid, n in net.items():  # type: ignore[attr-defined]
+                if pid not in parts:
+                    raise RuntimeError(f"no weights for policy '{pid}' (the checkpoint has {', '.join(parts)})")
+                load_numpy_state_dict(n, parts[pid])
+            return net, join({pid: {k: v.detach().cpu().numpy() for k, v in n.state_dict().items()}
+                              for pid, n in net.items()})  # type: ignore[attr-defined]
+        load_numpy_state_dict(net, net_state)
+        return net, {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
 
     def make_eval_policy(self, network: Any, num_envs: int, seed: int,
                          explore: float | None = None) -> Policy:
@@ -149,16 +226,46 @@ def assemble(cfg: Config, num_actors: int | None = None, cluster_cpus: float | N
     builder = get_builder(cfg.agent)
     env_cfg, obs_space, act_space = check_and_resolve(cfg.env)
     cfg = dataclasses.replace(cfg, env=env_cfg)  # creator and mask source found out once, here
-    builder.check_spaces(cfg.env.id, obs_space, act_space)
+    n = num_actors if num_actors is not None else auto_num_actors(cfg, cluster_cpus or 1.0)
     if is_multiagent(cfg.env):
         from apexrl.envs.multiagent.opponents import check_opponent
 
         check_opponent(cfg.multiagent.opponent)
-    if is_multiagent(cfg.env) and not builder.acts_by_slot:
-        from apexrl.config import AGENTS, ConfigError
-
-        fit = [a for a in AGENTS if get_builder(a).acts_by_slot]
-        raise ConfigError(f"config key 'agent' = '{cfg.agent}' cannot train the multi-agent env '{cfg.env.id}' yet; "
-                          f"allowed there: {', '.join(fit)}")
-    n = num_actors if num_actors is not None else auto_num_actors(cfg, cluster_cpus or 1.0)
+        return _with_policies(cfg, n, model_factory)
+    builder.check_spaces(cfg.env.id, obs_space, act_space)
     return System(cfg, builder, obs_space, act_space, n, model_factory)
+
+
+def _with_policies(cfg: Config, n: int, model_factory: ModelFactory | None) -> System:
+    """A multi-agent run's System: which policy plays each agent (written into the config as a table), one
+    member System per policy where there are several."""
+    from apexrl.config import AGENTS, ConfigError
+    from apexrl.config.policies import policy_config
+    from apexrl.envs.factory import EnvSpecError
+    from apexrl.envs.multiagent.make import MultiAgentSpecError, game_views
+    from apexrl.envs.multiagent.policies import plan_policies
+
+    try:
+        plan = plan_policies(game_views(cfg.env), cfg.multiagent, cfg.env.id)
+    except MultiAgentSpecError as e:
+        raise EnvSpecError(str(e)) from None
+    ma = dataclasses.replace(cfg.multiagent, policy_mapping=plan.mapping)
+    if len(plan.ids) == 1:
+        ma = dataclasses.replace(ma, policy_id=plan.ids[0], policies={}, policies_to_train=None)
+    cfg = dataclasses.replace(cfg, multiagent=ma)
+    members = []
+    for pid in plan.ids:
+        mcfg = policy_config(cfg, pid) if len(plan.ids) > 1 else cfg
+        mb = get_builder(mcfg.agent)
+        obs, act = plan.spaces[pid]
+        mb.check_spaces(cfg.env.id if len(plan.ids) == 1 else f"{cfg.env.id}' policy '{pid}", obs, act)
+        if not mb.acts_by_slot:
+            fit = [a for a in AGENTS if get_builder(a).acts_by_slot]
+            key = "agent" if len(plan.ids) == 1 else f"multiagent.policies.{pid}.agent"
+            raise ConfigError(f"config key '{key}' = '{mcfg.agent}' cannot train the multi-agent env '{cfg.env.id}' "
+                              f"yet; allowed there: {', '.join(fit)}")
+        members.append(System(mcfg, mb, obs, act, n, model_factory))
+    if len(members) == 1:
+        return members[0]
+    first = members[0]
+    return System(cfg, first.builder, first.observation_space, first.action_space, n, model_factory, tuple(members))

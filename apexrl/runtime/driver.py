@@ -102,11 +102,11 @@ def build_topology(cfg: Config, rdir: Path, model_factory: ModelFactory | None,
     else:
         num_actors = auto_num_actors(cfg, host_cpus if private else cluster_cpus)
         cfg = fit_to_cluster(cfg, cluster_cpus, float(resources.get("GPU", 0)), num_actors)  # nothing waits
-    rdir.mkdir(parents=True, exist_ok=True)
-    (rdir / "config.yaml").write_text(dump_yaml(cfg))
     if model_factory is not None:
         ship_by_value(model_factory)
     system = assemble(cfg, num_actors=num_actors, model_factory=model_factory)
+    rdir.mkdir(parents=True, exist_ok=True)
+    (rdir / "config.yaml").write_text(dump_yaml(system.cfg))  # as found: env.api, a mapping function's table
     return system.cfg, Topology(system, group, on_cluster=not private)
 
 

@@ -53,6 +53,7 @@ class Evaluations:
         returns: list[float] = res["eval_returns"]
         self.progress.eval_seats = {f"eval_seat_{seat}_{k}": v for seat, rates in res.get("eval_seats", {}).items()
                                     for k, v in rates.items()}
+        self.progress.eval_seats.update({f"eval_policy_{p}_return": v for p, v in res.get("eval_policies", {}).items()})
         before = self.progress.best_eval
         self.progress.on_evaluation(returns)
         if returns and "weights" in res and (before is None or self.progress.last_eval > before):

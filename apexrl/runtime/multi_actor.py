@@ -1,65 +1,127 @@
 """The Ape-X actor for multi-agent envs: ``envs_per_actor`` copies of a game, every agent of every copy an
-env slot of one shared policy, each with its own exploration (Ape-X's spread over slots).
+env slot of the policy that plays it (one shared policy, or one per ``multiagent`` policy), each slot with its
+own exploration (Ape-X's spread over a policy's slots).
 
 An agent's transition runs from its observation to its next one: in a turn-based game the next time it must
 act, with every reward it was paid in between (the opponent's moves included: the loser's -1 arrives at the
-winner's move), terminal at its own end. Those one-step transitions go into the n-step builder slot by slot
-(``NStepBuilder.step(slots=...)``), so n-step returns are per agent. The policy acts only for the slots to
-move, in one batch over all copies. Same interface as :class:`~apexrl.runtime.actor.Actor`: the actor loop,
-the Ray shell and the in-process runner do not know which one they drive.
+winner's move), terminal at its own end. Those one-step transitions go into their policy's n-step builder
+slot by slot (``NStepBuilder.step(slots=...)``), so n-step returns are per agent, and from there to that
+policy's shards. Each policy acts only for its slots to move, in one batch over all copies. Same interface
+as :class:`~apexrl.runtime.actor.Actor`: the actor loop, the Ray shell and the in-process runner do not know
+which one they drive.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from apexrl.agents.base import AgentBuilder, ModelFactory
-from apexrl.config import Config
 from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs.multiagent.games import GameError, Turn
-from apexrl.envs.multiagent.make import agent_views, make_game, shared_spaces
+from apexrl.envs.multiagent.make import agent_views, make_game
 from apexrl.envs.multiagent.opponents import as_env_action
 from apexrl.runtime.actor import ActorBase, actor_seed
 
+if TYPE_CHECKING:
+    from apexrl.runtime.assembly import System
 
-class MultiAgentActor(ActorBase):
-    def __init__(self, cfg: Config, builder: AgentBuilder, actor_index: int, num_actors: int, sink: ReplaySink,
-                 weights: WeightSource | None = None, model_factory: ModelFactory | None = None,
-                 env_factory: Any = None) -> None:
-        self.cfg, self.index = cfg, actor_index
-        self._start_sending(sink, weights)
+
+class Lane(ActorBase):
+    """One policy's share of an actor: the global slots it plays, its policy, n-step builder and sends
+    (``sink`` None: a policy that is not trained, whose transitions go nowhere)."""
+
+    def __init__(self, member: System, slots: np.ndarray, sink: ReplaySink | None, index: int, seed: int) -> None:
+        self.cfg, self.slots = member.cfg, slots
+        self._start_sending(sink, None)  # type: ignore[arg-type]
+        S = len(slots)
+        obs_space = member.observation_space
+        net = member.builder.make_acting_network(member.cfg, obs_space, member.action_space, member.model_factory,
+                                                 seed)
+        self.policy = member.builder.make_actor_policy(member.cfg, net, member.action_space, index,
+                                                       member.num_actors, S, seed)
+        self.writer = member.builder.make_writer(member.cfg, self.policy, S) if sink is not None else None
+        self.rows = np.zeros((S, *obs_space.shape), dtype=obs_space.dtype)  # each slot's newest observation
+        self.pend_obs = np.zeros_like(self.rows)  # the observation a slot last acted on...
+        self.pend_act: np.ndarray | None = None  # ...and its action (allocated at the first act)
+        self.done: list[tuple[Any, ...]] = []
+
+    def act(self, local: np.ndarray) -> np.ndarray:
+        actions = self.policy.act(self.rows[local], None, local)
+        if self.pend_act is None:
+            self.pend_act = np.zeros((len(self.rows), *actions.shape[1:]), dtype=actions.dtype)
+        self.pend_obs[local] = self.rows[local]
+        self.pend_act[local] = actions
+        return actions
+
+    def complete(self) -> None:
+        """One n-step builder step over every slot whose transition completed (a slot at most once)."""
+        done, self.done = self.done, []
+        if self.writer is None or not done:
+            return
+        slots, obs, act, paid, nxt, term, trunc = zip(*done)
+        out = self.writer.step(np.stack(obs), np.stack(act), np.array(paid), np.stack(nxt), np.array(term),
+                               np.array(trunc), slots=np.array(slots, dtype=np.int64))
+        if out is not None:
+            self._queue(out)
+
+
+class MultiAgentActor:
+    def __init__(self, system: System, actor_index: int, sink: ReplaySink, weights: WeightSource | None = None
+                 ) -> None:
+        cfg = system.cfg
+        self.cfg, self.index, self.weights = cfg, actor_index, weights
         self.E = E = cfg.actors.envs_per_actor
         self.seed = actor_seed(cfg.seed, actor_index)
         self.games = [make_game(cfg.env) for _ in range(E)]
         self._resets = 0
         turns = [self._reset(c) for c in range(E)]
         self.views = agent_views(self.games[0], cfg.env, turns[0].to_act)
-        obs_space, act_space = shared_spaces(self.views, cfg.env.id)
         self.agents = list(self.views)
         self.seat = {a: k for k, a in enumerate(self.agents)}
-        self.A = len(self.agents)
-        S = E * self.A
-        net = builder.make_acting_network(cfg, obs_space, act_space, model_factory, self.seed)
-        self.policy = builder.make_actor_policy(cfg, net, act_space, actor_index, num_actors, S, self.seed)
-        self.writer = builder.make_writer(cfg, self.policy, S)
-        self.rows = np.zeros((S, *obs_space.shape), dtype=obs_space.dtype)  # each slot's newest observation
-        self._pend_obs = np.zeros_like(self.rows)  # the observation a slot last acted on...
-        self._pend_act: np.ndarray | None = None  # ...its action (allocated at the first act)
-        self._open = np.zeros(S, dtype=bool)  # ...while its transition is not complete
+        self.A = A = len(self.agents)
+        S = E * A
+        mapping = cfg.multiagent.policy_mapping or {}
+        members = system.policies or (system,)
+        trained = [m.cfg.multiagent.policy_id for m in system.trained] if system.policies else None
+        self.lane_of = np.zeros(S, dtype=np.int64)  # global slot -> its lane, and its index there
+        self.local = np.zeros(S, dtype=np.int64)
+        self.lanes: list[Lane] = []
+        for j, m in enumerate(members):
+            pid = m.cfg.multiagent.policy_id
+            seats = [k for k, a in enumerate(self.agents) if mapping.get(str(a), pid) == pid or len(members) == 1]
+            slots = np.array([c * A + k for c in range(E) for k in seats], dtype=np.int64)
+            if trained is None:
+                lane_sink: ReplaySink | None = sink
+            else:
+                lane_sink = sink.group(trained.index(pid)) if pid in trained else None  # type: ignore[attr-defined]
+            self.lanes.append(Lane(m, slots, lane_sink, actor_index, self.seed + 104_729 * j))
+            self.lane_of[slots], self.local[slots] = j, np.arange(len(slots))
+        self.multi = bool(system.policies)
+        self.policy = _Policies(self)
+        self._open = np.zeros(S, dtype=bool)  # a slot's transition is not complete
         self._paid = np.zeros(S)  # reward since the slot's last action
         self._ret = np.zeros(S)  # the slot's return this episode
         self._moves = np.zeros(S, dtype=np.int64)
         self._ended = np.zeros(S, dtype=bool)  # the agent's episode ended, its game goes on
         self._to_act: list[list[int]] = [[] for _ in range(E)]  # slots to move, per copy
         self.env_steps = self.episodes = 0
+        self._since_sync = 0
+        self.weights_version = -1
         self.returns: list[float] = []
         self.lengths: list[int] = []
         self.levels: list[float] = []
         for c, turn in enumerate(turns):
-            self._take(c, turn, [])
+            self._take(c, turn)
+
+    @property
+    def transitions_sent(self) -> int:
+        return sum(lane.transitions_sent for lane in self.lanes)
+
+    @property
+    def nonfinite_priorities(self) -> int:
+        return sum(lane.nonfinite_priorities for lane in self.lanes)
 
     def _reset(self, c: int) -> Turn:
         self._resets += 1
@@ -72,10 +134,12 @@ class MultiAgentActor(ActorBase):
                             f"{self.agents}")
         return c * self.A + k
 
+    def _lane(self, s: int) -> tuple[Lane, int]:
+        return self.lanes[self.lane_of[s]], int(self.local[s])
+
     # ------------------------------------------------------------------ one game step's consequences
-    def _take(self, c: int, turn: Turn, done: list[tuple[Any, ...]]) -> None:
-        """Book ``turn`` of copy ``c``: pay, end and complete transitions (into ``done``), and note who moves
-        next."""
+    def _take(self, c: int, turn: Turn) -> None:
+        """Book ``turn`` of copy ``c``: pay, end and complete transitions, and note who moves next."""
         for agent, r in turn.rewards.items():
             s = self._slot(c, agent)
             self._paid[s] += r
@@ -83,41 +147,46 @@ class MultiAgentActor(ActorBase):
         for agent, (obs, info, term, trunc) in turn.ended.items():
             s = self._slot(c, agent)
             if self._open[s]:
-                final = self.views[agent].row(obs, info, goes_on=False) if obs is not None else self._pend_obs[s]
-                self._completed(done, s, final, term, trunc)
+                lane, i = self._lane(s)
+                final = self.views[agent].row(obs, info, goes_on=False) if obs is not None else lane.pend_obs[i]
+                self._completed(s, final, term, trunc)
             self._finish(s)
         slots = []
         for agent, (obs, info) in turn.to_act.items():
             s = self._slot(c, agent)
             if self._ended[s]:
                 raise GameError(f"env '{self.cfg.env.id}' asked agent '{agent}' to act after its episode ended")
-            self.rows[s] = self.views[agent].row(obs, info)
+            lane, i = self._lane(s)
+            lane.rows[i] = self.views[agent].row(obs, info)
             if self._open[s]:
-                self._completed(done, s, self.rows[s].copy(), False, False)
+                self._completed(s, lane.rows[i].copy(), False, False)
             slots.append(s)
         if turn.over:
             base = c * self.A
             for s in range(base, base + self.A):  # left without an end of their own: cut off, bootstrap
                 if self._open[s]:
-                    self._completed(done, s, self._pend_obs[s], False, True)
+                    lane, i = self._lane(s)
+                    self._completed(s, lane.pend_obs[i], False, True)
                 if self._open[s] or self._moves[s]:
                     self._finish(s)
             self._ended[base:base + self.A] = False
-            self._take(c, self._reset(c), done)
+            self._take(c, self._reset(c))
             return
         self._to_act[c] = slots
 
-    def _completed(self, done: list[tuple[Any, ...]], s: int, next_obs: np.ndarray, term: bool, trunc: bool) -> None:
-        done.append((s, self._pend_obs[s].copy(), self._pend_act[s].copy(), self._paid[s], next_obs, term, trunc))
+    def _completed(self, s: int, next_obs: np.ndarray, term: bool, trunc: bool) -> None:
+        lane, i = self._lane(s)
+        lane.done.append((i, lane.pend_obs[i].copy(), lane.pend_act[i].copy(), self._paid[s], next_obs, term, trunc))
         self._open[s] = False
         self._paid[s] = 0.0
 
     def _finish(self, s: int) -> None:
         """The slot's episode is over: its statistics, and nothing pending."""
         if self._moves[s]:
+            lane, i = self._lane(s)
             self.returns.append(float(self._ret[s]))
             self.lengths.append(int(self._moves[s]))
-            self.levels.append(float(self.policy.exploration[s]))
+            self.levels.append(float(lane.policy.exploration[i]))
             self.episodes += 1
         self._ret[s] = self._moves[s] = 0
         self._ended[s] = True
@@ -130,26 +199,28 @@ class MultiAgentActor(ActorBase):
         if global_env_steps is not None:
             self.policy.observe_global_steps(global_env_steps)
         self.returns, self.lengths, self.levels = [], [], []
+        chosen: list[Any] = [None] * len(self.lane_of)
         for _ in range(num_steps):
             slots = np.fromiter((s for c in range(self.E) for s in self._to_act[c]), dtype=np.int64)
-            actions = self.policy.act(self.rows[slots], None, slots)
-            if self._pend_act is None:
-                self._pend_act = np.zeros((len(self.rows), *actions.shape[1:]), dtype=actions.dtype)
-            self._pend_obs[slots] = self.rows[slots]
-            self._pend_act[slots] = actions
+            lanes = self.lane_of[slots]
+            for j, lane in enumerate(self.lanes):
+                mine = slots[lanes == j] if len(self.lanes) > 1 else slots
+                if len(mine):
+                    for s, a in zip(mine.tolist(), lane.act(self.local[mine])):
+                        chosen[s] = a
             self._open[slots] = True
             self._moves[slots] += 1
-            done: list[tuple[Any, ...]] = []
-            k = 0
             for c in range(self.E):
-                mine = self._to_act[c]
-                acts = {self.agents[s - c * self.A]: as_env_action(actions[k + j]) for j, s in enumerate(mine)}
-                k += len(mine)
-                self._take(c, self.games[c].step(acts), done)
-            if done:
-                self._complete(done)
+                acts = {self.agents[s - c * self.A]: as_env_action(chosen[s]) for s in self._to_act[c]}
+                self._take(c, self.games[c].step(acts))
+            for lane in self.lanes:
+                lane.complete()
+                lane._stepped(self.E)
             self.env_steps += self.E
-            self._stepped(self.E)
+            self._since_sync += self.E
+            if self._since_sync >= self.cfg.actors.weight_sync_period:
+                self._since_sync = 0
+                self._sync()
         return {
             "actor": self.index, "env_steps": num_steps * self.E, "total_env_steps": self.env_steps,
             "episode_returns": self.returns, "episode_lengths": self.lengths, "episode_exploration": self.levels,
@@ -159,15 +230,53 @@ class MultiAgentActor(ActorBase):
             "nonfinite_dropped": 0, "time_s": time.perf_counter() - t0, "started_at": started_at,
         }
 
-    def _complete(self, done: list[tuple[Any, ...]]) -> None:
-        """One n-step builder step over every slot whose transition completed (a slot at most once)."""
-        slots, obs, act, paid, nxt, term, trunc = zip(*done)
-        out = self.writer.step(np.stack(obs), np.stack(act), np.array(paid), np.stack(nxt), np.array(term),
-                               np.array(trunc), slots=np.array(slots, dtype=np.int64))
-        if out is not None:
-            self._queue(out)
+    def _sync(self) -> None:
+        if self.weights is None:
+            return
+        got = self.weights.poll()
+        if got is not None:
+            self.set_weights(got[1], got[0])
+
+    def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
+        """The run's weights: one policy's, or every policy's under ``<policy id>/`` names."""
+        if not self.multi:
+            self.lanes[0].policy.set_weights(weights)
+        else:
+            from apexrl.runtime.policy_set import split
+
+            parts = split(weights)
+            for lane in self.lanes:
+                lane.policy.set_weights(parts[lane.cfg.multiagent.policy_id])
+        self.weights_version = version
 
     def close(self) -> None:
-        self._flush()
+        for lane in self.lanes:
+            if lane.sink is not None:
+                if lane._pending_count:
+                    lane._send()
+        for lane in self.lanes:
+            if lane.sink is not None:
+                lane.sink.flush()
         for g in self.games:
             g.close()
+
+
+class _Policies:
+    """What the actor loop asks of an actor's policy, over every lane: exploration per slot (in slot order) and
+    the global step count that anneals it."""
+
+    def __init__(self, actor: MultiAgentActor) -> None:
+        self.actor = actor
+        self.exploration_name = actor.lanes[0].policy.exploration_name
+
+    def observe_global_steps(self, steps: int) -> None:
+        for lane in self.actor.lanes:
+            lane.policy.observe_global_steps(steps)
+
+    @property
+    def exploration(self) -> np.ndarray:
+        a = self.actor
+        out = np.zeros(len(a.lane_of))
+        for lane in a.lanes:
+            out[lane.slots] = lane.policy.exploration
+        return out

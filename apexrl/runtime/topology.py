@@ -66,7 +66,7 @@ class Topology:
 
         self.ps = ParameterServer.options(**_driver_node()).remote()
         self.board = BoardWorker.options(**_driver_node()).remote(system.num_actors, cfg.actors.envs_per_actor, cfg.stop.max_env_steps)
-        self.shards = [self.make_shard(i) for i in range(cfg.replay.num_shards)]
+        self.shards = [self.make_shard(i) for i in range(system.num_shards)]
         self.learner = self.make_learner()
         self.actors = [self.make_actor(i) for i in range(system.num_actors)]
         self.evaluator = make_evaluator(system, self.ps, on_cluster)

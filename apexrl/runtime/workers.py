@@ -57,7 +57,14 @@ class ActorWorker:
         from apexrl.runtime.board import push_period
 
         _quiet_worker()
-        self.sink = RayReplaySink(shards, system.cfg.actors.max_inflight_sends, start=index)
+        inflight = system.cfg.actors.max_inflight_sends
+        if system.policies:  # a group of shards per trained policy
+            from apexrl.runtime.policy_set import GroupedSink
+
+            self.sink = GroupedSink(lambda group: RayReplaySink(group, inflight, start=index), shards,
+                                    len(system.trained))
+        else:
+            self.sink = RayReplaySink(shards, inflight, start=index)
         self.actor = system.make_actor(index, self.sink, RayWeightSource(ps))
         _one_thread()
         self._loop = None

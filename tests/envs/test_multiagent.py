@@ -56,7 +56,8 @@ def actor_for(env, moves, n_step=1, gamma=0.5):
                      "learner": {"n_step": n_step, "gamma": gamma}})
     sink = Sink()
     actor = assemble(cfg, num_actors=1).make_actor(0, sink)
-    actor.policy = Scripted(moves, len(actor.rows))
+    lane = actor.lanes[0]  # one policy plays every agent
+    lane.policy = Scripted(moves, len(lane.rows))
     return actor, sink
 
 
@@ -153,13 +154,33 @@ def test_an_agent_asked_to_act_after_its_end_is_one_line():
 
 
 class Lopsided(Relay):
+    """Relay where 'b' sees its step count twice: agents with different observation spaces."""
+
     def observation_space(self, agent):
         return gym.spaces.Box(0, 10, (1 if agent == "a" else 2,), np.float32)
 
+    def _widen(self, obs):
+        return {a: np.repeat(o, 2) if a == "b" else o for a, o in obs.items()}
 
-def test_agents_with_different_spaces_under_one_shared_policy_is_one_line():
-    with pytest.raises(EnvSpecError, match="agents 'a' and 'b' have different spaces"):
-        assemble(from_dict({"env": Lopsided}), num_actors=1)
+    def reset(self, seed=None, options=None):
+        obs, info = super().reset(seed, options)
+        return self._widen(obs), info
+
+    def step(self, actions):
+        obs, *rest = super().step(actions)
+        return (self._widen(obs), *rest)
+
+
+def test_agents_with_different_spaces_get_a_policy_each_by_default():
+    system = assemble(from_dict({"env": Lopsided}), num_actors=1)
+    assert system.policy_ids == ("a", "b") and system.cfg.multiagent.policy_mapping == {"a": "a", "b": "b"}
+    assert [m.observation_space.shape for m in system.policies] == [(1,), (2,)]
+
+
+def test_agents_with_different_spaces_under_one_named_policy_is_one_line():
+    with pytest.raises(EnvSpecError, match="policy 'shared' plays agents 'a' and 'b' .* whose spaces differ"):
+        assemble(from_dict({"env": Lopsided, "multiagent": {"policies": ["shared"],
+                                                            "policy_mapping": {"*": "shared"}}}), num_actors=1)
 
 
 def test_env_api_named_but_not_what_the_env_is_is_one_line():

@@ -191,6 +191,12 @@ def as_game(obj: Any) -> Game | None:
         return AECGame(obj)
     if "ParallelEnv" in names:
         return ParallelGame(obj)
-    if "MultiAgentEnv" in names:
+    if "MultiAgentEnv" in names or _dict_stepped(obj):
         return DictStepGame(obj)
     return None
+
+
+def _dict_stepped(obj: Any) -> bool:
+    """RLlib's shape without RLlib's base class: ``reset``/``step`` over dicts and a list of possible agents."""
+    return callable(getattr(obj, "step", None)) and callable(getattr(obj, "reset", None)) and \
+        isinstance(getattr(obj, "possible_agents", None), (list, tuple))

@@ -78,6 +78,7 @@ class AgentView:
                  info: dict[str, Any] | None = None) -> None:
         self.agent = agent
         space, self.action_space = game.observation_space(agent), game.action_space(agent)
+        self.raw_observation_space = space
         if action_mask == "auto":
             dict_mask = isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces
             action_mask = "observation" if dict_mask else "info" if MASK_KEY in (info or {}) else "none"
@@ -106,7 +107,7 @@ class AgentView:
         return row
 
 
-def _same_space(a: gym.Space, b: gym.Space) -> bool:
+def same_space(a: gym.Space, b: gym.Space) -> bool:
     if isinstance(a, PackedSpace) and isinstance(b, PackedSpace):
         return a.codec.leaves == b.codec.leaves
     return a == b
@@ -120,31 +121,28 @@ def agent_views(game: Game, cfg: EnvConfig, first: dict[Any, tuple[Any, dict[str
             for a in game.possible_agents}
 
 
-def shared_spaces(views: dict[Any, AgentView], env_id: str) -> tuple[gym.Space, gym.Space]:
-    """The one policy's spaces: every agent's, which must agree."""
-    agents = list(views)
-    if not agents:
-        raise MultiAgentSpecError(f"env '{env_id}' names no agents (possible_agents is empty)")
-    first = views[agents[0]]
-    for a in agents[1:]:
-        v = views[a]
-        if not (_same_space(v.observation_space, first.observation_space) and v.action_space == first.action_space):
-            raise MultiAgentSpecError(
-                f"env '{env_id}': agents '{agents[0]}' and '{a}' have different spaces ({first.observation_space}, "
-                f"{first.action_space} vs {v.observation_space}, {v.action_space}); one policy shared by every "
-                "agent needs the same spaces (pad them with SuperSuit's pad_observations_v0 / pad_action_space_v0)")
-    return first.observation_space, first.action_space
+def game_views(cfg: EnvConfig, seed: int = 0) -> dict[Any, AgentView]:
+    """Every agent's view of a fresh copy of the env (reset once: masks may come in its infos)."""
+    game = make_game(cfg)
+    try:
+        return agent_views(game, cfg, game.reset(seed=seed).to_act)
+    finally:
+        game.close()
 
 
 def check_game(cfg: EnvConfig, game: Game) -> tuple[EnvConfig, gym.Space, gym.Space]:
     """Reset and play ``game`` for a few steps with random legal actions, so a broken env fails at start-up
-    with one line; ``cfg`` with ``api`` as found and the shared policy's spaces."""
+    with one line; ``cfg`` with ``api`` as found and the first agent's spaces (which policy plays whom is
+    ``policies.py``'s)."""
     from apexrl.envs.multiagent.opponents import random_actions
 
     try:
         turn = game.reset(seed=0)
         views = agent_views(game, cfg, turn.to_act)
-        obs_space, act_space = shared_spaces(views, cfg.id)
+        if not views:
+            raise MultiAgentSpecError(f"env '{cfg.id}' names no agents (possible_agents is empty)")
+        first = next(iter(views.values()))
+        obs_space, act_space = first.observation_space, first.action_space
         rng = np.random.default_rng(0)
         for _ in range(8):
             if turn.over:

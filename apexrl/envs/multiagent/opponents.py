@@ -53,29 +53,43 @@ class RandomOpponent:
 
 
 class SnapshotOpponent:
-    """A saved policy, greedy: what a run's ``best.pt`` (or any checkpoint) plays."""
+    """A saved run, greedy: what its ``best.pt`` (or any checkpoint) plays; a run of several policies plays each
+    seat with the policy its own mapping gave that agent."""
 
     def __init__(self, path: str, rows: int) -> None:
         from apexrl import checkpoint as ckpt
         from apexrl.config import from_dict
-        from apexrl.core import load_numpy_state_dict
         from apexrl.runtime.assembly import assemble
 
         where, state = ckpt.resolve(Path(path), best=True)
         system = assemble(from_dict(state["config"]), num_actors=1)
-        net = system.make_network()
-        load_numpy_state_dict(net, state["learner"]["net"])
-        self.policy = system.make_eval_policy(net, rows, seed=0, explore=0.0)
-        self.policy.set_weights({k: v.detach().cpu().numpy() for k, v in net.state_dict().items()})
+        net, weights = system.loaded_network(state["learner"]["net"])
+        if system.policies:
+            from apexrl.runtime.policy_set import split
+
+            parts = split(weights)
+            self.policies = {}
+            for m in system.policies:
+                pid = m.cfg.multiagent.policy_id
+                self.policies[pid] = m.make_eval_policy(net[pid], rows, seed=0, explore=0.0)
+                self.policies[pid].set_weights(parts[pid])
+            self.mapping = dict(system.cfg.multiagent.policy_mapping)
+        else:
+            self.policies = {"": system.make_eval_policy(net, rows, seed=0, explore=0.0)}
+            self.policies[""].set_weights(weights)
+            self.mapping = {}
         self.where = where
 
     def act(self, seats: dict[Seat, tuple[Any, dict[str, Any]]], rows: dict[Seat, np.ndarray],
             rng: np.random.Generator) -> dict[Seat, Any]:
-        keys = list(rows)
-        if not keys:
-            return {}
-        chosen = self.policy.act(np.stack([rows[k] for k in keys]))
-        return {k: as_env_action(c) for k, c in zip(keys, chosen)}
+        groups: dict[str, list[Seat]] = {}
+        for key in rows:  # one forward pass per policy over every game's seats it plays
+            groups.setdefault(self.mapping.get(str(key[1]), ""), []).append(key)
+        out: dict[Seat, Any] = {}
+        for pid, keys in groups.items():
+            chosen = self.policies[pid].act(np.stack([rows[k] for k in keys]))
+            out.update({k: as_env_action(c) for k, c in zip(keys, chosen)})
+        return out
 
 
 class FunctionOpponent:

@@ -32,12 +32,20 @@ def evaluate_game(make_policy: Callable[[int], Policy], cfg: Config, episodes: i
         seats = list(probe.possible_agents)
     finally:
         probe.close()
-    policy = make_policy(episodes * len(seats))
+    made = make_policy(episodes * len(seats))
+    policy = (lambda a: made[str(a)]) if isinstance(made, dict) else (lambda a: made)
     opponent = make_opponent(cfg, views, episodes * len(seats))
     illegal = [0]
     if opponent is None:
-        returns = _play(policy, None, cfg, views, episodes, seed, None, max_steps, illegal)
-        return {"eval_returns": returns, "eval_illegal": illegal[0]}
+        paid: list[dict[Any, float]] = []
+        returns = _play(policy, None, cfg, views, episodes, seed, None, max_steps, illegal, paid)
+        out = {"eval_returns": returns, "eval_illegal": illegal[0]}
+        if isinstance(made, dict):  # several policies: each one's mean return over the agents it plays
+            mapping = cfg.multiagent.policy_mapping or {}
+            out["eval_policies"] = {
+                pid: float(np.mean([p.get(a, 0.0) for p in paid for a in seats if mapping.get(str(a)) == pid]))
+                for pid in dict.fromkeys(mapping.values())}
+        return out
     out: dict[str, Any] = {"eval_returns": [], "eval_seats": {}}
     for k, seat in enumerate(seats):
         returns = _play(policy, opponent, cfg, views, episodes, seed + 10_007 * k, seat, max_steps, illegal)
@@ -49,8 +57,9 @@ def evaluate_game(make_policy: Callable[[int], Policy], cfg: Config, episodes: i
     return out
 
 
-def _play(policy: Policy, opponent: Opponent | None, cfg: Config, views: dict[Any, AgentView], episodes: int,
-          seed: int, seat: Any, max_steps: int, illegal: list[int]) -> list[float]:
+def _play(policy: Callable[[Any], Policy], opponent: Opponent | None, cfg: Config, views: dict[Any, AgentView], episodes: int,
+          seed: int, seat: Any, max_steps: int, illegal: list[int], paid_out: list[dict[Any, float]] | None = None
+          ) -> list[float]:
     """Returns of the policy's seat per game (``seat`` None: the mean over all agents); the policy's moves
     its mask did not allow are added to ``illegal[0]`` (they are played: the env decides what they cost)."""
     games = [make_game(cfg.env) for _ in range(episodes)]
@@ -65,11 +74,14 @@ def _play(policy: Policy, opponent: Opponent | None, cfg: Config, views: dict[An
             rows = [{a: views[a].row(o, info) for a, (o, info) in turns[i].to_act.items()} for i in live]
             mine = [(j, a) for j, r in enumerate(rows) for a in r if seat is None or a == seat]
             acts: dict[tuple[int, Any], Any] = {}
-            if mine:
-                obs = np.stack([rows[j][a] for j, a in mine])
-                chosen = policy.act(obs)
-                acts = {m: as_env_action(c) for m, c in zip(mine, chosen)}
-                view = views[mine[0][1]]
+            groups: dict[int, list[tuple[int, Any]]] = {}
+            for m in mine:  # the seats each policy plays (one group with one policy)
+                groups.setdefault(id(policy(m[1])), []).append(m)
+            for group in groups.values():
+                obs = np.stack([rows[j][a] for j, a in group])
+                chosen = policy(group[0][1]).act(obs)
+                acts.update({m: as_env_action(c) for m, c in zip(group, chosen)})
+                view = views[group[0][1]]
                 if view.masked:
                     illegal[0] += int((~view.codec.legal(obs)[np.arange(len(obs)), chosen.astype(np.int64)]).sum())
             others = {(j, a): r for j, r_j in enumerate(rows) for a, r in r_j.items() if (j, a) not in acts}
@@ -79,6 +91,8 @@ def _play(policy: Policy, opponent: Opponent | None, cfg: Config, views: dict[An
                 turns[i] = games[i].step({a: acts[(j, a)] for a in rows[j]})
                 for a, r in turns[i].rewards.items():
                     paid[i][a] = paid[i].get(a, 0.0) + r
+        if paid_out is not None:
+            paid_out += paid
         if seat is None:
             return [float(np.mean(list(p.values()))) if p else 0.0 for p in paid]
         return [float(p.get(seat, 0.0)) for p in paid]
