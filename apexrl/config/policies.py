@@ -57,9 +57,9 @@ def _spec(pid: str, spec: Any, cfg: Config) -> dict[str, Any]:
     if spec is None:
         spec = {}
     if not isinstance(spec, Mapping) and (isinstance(spec, (tuple, list)) or hasattr(spec, "action_space")):
-        from apexrl.config.rllib_keys import _policy_spec
+        from apexrl.config.rllib_multiagent import policy_spec
 
-        spec = _policy_spec(pid, spec)
+        spec = policy_spec(pid, spec)
     if not isinstance(spec, Mapping):
         raise ConfigError(f"config key '{key}' = {spec!r} must be a mapping with keys {', '.join(SPEC_KEYS)} (or empty)")
     extra = [k for k in spec if k not in SPEC_KEYS]

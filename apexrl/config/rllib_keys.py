@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
 from typing import Any
 
 from apexrl.config.rllib_base import ITERATION_S, Ctx, Key, inert, refuse, same
+from apexrl.config.rllib_multiagent import multiagent_section, new_multi_agent
 from apexrl.config.rllib_r2d2 import R2D2_KEYS, replay_sequence_length, train_batch_size
 
 __all__ = ["BY_NAME", "ITERATION_S", "KEYS", "OU_TYPES", "SECTIONS", "Ctx", "dpg_noise", "dqn_exploration", "refuse"]
@@ -219,74 +219,6 @@ def _placement(v: Any, c: Ctx) -> dict[str, Any]:
     return {"actors.placement": "spread" if "SPREAD" in p else "pack"}
 
 
-def _policy_spec(pid: str, spec: Any) -> dict[str, Any]:
-    """RLlib's ``PolicySpec`` or ``(cls, obs_space, act_space, config)``: the class is RLlib's (apexrl trains its
-    own agents); the spaces are checked against the agents the policy plays; the config overrides the run's."""
-    if spec is None:
-        return {}
-    if isinstance(spec, Mapping):
-        return dict(spec)
-    if hasattr(spec, "observation_space") and hasattr(spec, "action_space"):
-        obs, act, conf = spec.observation_space, spec.action_space, getattr(spec, "config", None)
-    elif isinstance(spec, (tuple, list)) and len(spec) == 4:
-        _, obs, act, conf = spec
-    else:
-        raise refuse("multiagent", {"policies": {pid: spec}}, "give each policy as a PolicySpec, "
-                     "(policy_class, observation_space, action_space, config), or None")
-    out: dict[str, Any] = {"config": dict(conf or {})}
-    if obs is not None:
-        out["observation_space"] = str(obs)
-    if act is not None:
-        out["action_space"] = str(act)
-    return out
-
-
-def _multiagent(v: Any, c: Ctx) -> dict[str, Any]:
-    """RLlib's policies, mapping function and policies to train; one policy (or none named) is the shared one."""
-    if not isinstance(v, Mapping):
-        raise refuse("multiagent", v, "give a section: {policies: ..., policy_mapping_fn: ...}")
-    extra = sorted(set(v) - {"policies", "policy_mapping_fn", "policies_to_train", "count_steps_by",
-                             "policy_map_capacity", "policy_map_cache", "policy_states_are_swappable"})
-    if extra:
-        raise refuse("multiagent", {extra[0]: v[extra[0]]}, "apexrl reads policies, policy_mapping_fn and "
-                     "policies_to_train")
-    policies = v.get("policies") or {}
-    if not isinstance(policies, Mapping):
-        policies = {str(p): None for p in policies}
-    train = v.get("policies_to_train")
-    if train is not None and callable(train):
-        raise refuse("multiagent", {"policies_to_train": train}, "give the list of policy ids to train (a "
-                     "function of the batch is not supported)")
-    out: dict[str, Any] = {}
-    if len(policies) == 1 and v.get("policy_mapping_fn") is None:
-        pid = str(next(iter(policies)))
-        if train is not None and pid not in list(train):
-            raise refuse("multiagent", {"policies_to_train": list(train)}, f"the one policy '{pid}' would never "
-                         "train; list it, or leave policies_to_train out")
-        spec = _policy_spec(pid, policies[pid])
-        if spec.get("config"):
-            out["multiagent.policies"] = {pid: spec}
-        return {**out, "multiagent.policy_id": pid}
-    if policies:
-        out["multiagent.policies"] = {str(p): _policy_spec(str(p), s) for p, s in policies.items()}
-    if v.get("policy_mapping_fn") is not None:
-        out["multiagent.policy_mapping"] = v["policy_mapping_fn"]
-    if train is not None:
-        out["multiagent.policies_to_train"] = [str(p) for p in train]
-    return out
-
-
-def _new_multi_agent(key: str) -> Any:
-    """The newer ``config.multi_agent(policies=..., policy_mapping_fn=..., policies_to_train=...)`` as
-    ``to_dict()`` writes it: three top-level keys, read together by the ``policies`` row."""
-    def apply(v: Any, c: Ctx) -> dict[str, Any]:
-        if key != "policies" and c.get("policies") is not None:
-            return {}
-        parts = {k: c.get(k) for k in ("policies", "policy_mapping_fn", "policies_to_train") if c.get(k) is not None}
-        return _multiagent(parts, c)
-    return apply
-
-
 # RLlib's example envs that its tuned files name, and apexrl's envs with the same observations and dynamics.
 EXAMPLE_ENVS = {f"ray.rllib.examples.{m}.stateless_cartpole.StatelessCartPole": "apexrl.envs.stateless:CartPoleNoVel-v1"
                 for m in ("env", "envs.classes")}
@@ -420,12 +352,12 @@ KEYS: list[Key] = [
     Key("multiagent", "multiagent.policies, multiagent.policy_mapping, multiagent.policies_to_train",
         "policies (ids, PolicySpec or (cls, obs_space, act_space, config): apexrl's own agent per policy, the "
         "spaces checked, the config overriding the run's), policy_mapping_fn, policies_to_train (a list)",
-        _multiagent),
-    Key("multi_agent", "as multiagent", "as multiagent (the newer method's name)", _multiagent),
+        multiagent_section),
+    Key("multi_agent", "as multiagent", "as multiagent (the newer method's name)", multiagent_section),
     Key("policies", "as multiagent", "as multiagent's (AlgorithmConfig.multi_agent's to_dict form)",
-        _new_multi_agent("policies")),
-    Key("policy_mapping_fn", "as multiagent", "as multiagent's", _new_multi_agent("policy_mapping_fn")),
-    Key("policies_to_train", "as multiagent", "as multiagent's", _new_multi_agent("policies_to_train")),
+        new_multi_agent("policies")),
+    Key("policy_mapping_fn", "as multiagent", "as multiagent's", new_multi_agent("policy_mapping_fn")),
+    Key("policies_to_train", "as multiagent", "as multiagent's", new_multi_agent("policies_to_train")),
     inert("lr_schedule", "null is a constant learning rate", ok=lambda v: v is None, refusal="learning-rate schedules are not implemented"),
     inert("ignore_worker_failures", "failed actors are always restarted"),
     inert("recreate_failed_workers", "failed actors are always restarted"),
