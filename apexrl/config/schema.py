@@ -191,6 +191,16 @@ class EvaluationConfig:
 
 
 @dataclass(frozen=True)
+class SelfPlayConfig:
+    """Training games against a league (one shared policy): who the other seats are when a game starts."""
+
+    p_latest: float = 1.0  # share of training games where every seat plays the current policy (plain self-play)
+    p_random: float = 0.0  # ...where the other seats play uniform random legal moves; the rest: a past snapshot
+    snapshot_every: int = 2_000  # learner updates between an actor's snapshots of the weights it pulls
+    pool_size: int = 10  # snapshots an actor keeps (the oldest goes); drawn uniformly
+
+
+@dataclass(frozen=True)
 class MultiAgentConfig:
     """Several agents in one env (``env.api`` aec, parallel or rllib): which policy plays each agent."""
 
@@ -203,6 +213,7 @@ class MultiAgentConfig:
     #     or a function 'pkg.mod.fn' called as RLlib calls policy_mapping_fn (in Python also the function); asked
     #     once per agent at start-up, and config.yaml keeps the table it gave
     policies_to_train: tuple[str, ...] | None = None  # null: every policy; the others act and are never updated
+    self_play: SelfPlayConfig = field(default_factory=SelfPlayConfig)  # a league of past selves and random play
     opponent: str = "auto"  # who plays the other seats in evaluations: random (uniform over legal actions, each
     #                         seat in turn: games with action masks) | self (every agent plays with the policy:
     #                         cooperative tasks) | auto (random where agents have action masks, else self) | a

@@ -143,6 +143,12 @@ def validate(cfg: Config) -> Config:
     _check(cfg.env.api in ("auto", "gymnasium", "aec", "parallel", "rllib"), "env.api", cfg.env.api,
            "auto, gymnasium, aec, parallel or rllib")
     cfg = normalize_policies(cfg)
+    sp = cfg.multiagent.self_play
+    _check(0.0 <= sp.p_latest <= 1.0, "multiagent.self_play.p_latest", sp.p_latest, "a share in [0, 1]")
+    _check(0.0 <= sp.p_random <= 1.0 - sp.p_latest + 1e-9, "multiagent.self_play.p_random", sp.p_random,
+           f"a share in [0, 1 - p_latest = {1 - sp.p_latest:g}] (the rest of the games play past snapshots)")
+    _check(sp.snapshot_every >= 1, "multiagent.self_play.snapshot_every", sp.snapshot_every, "updates >= 1")
+    _check(sp.pool_size >= 1, "multiagent.self_play.pool_size", sp.pool_size, "an integer >= 1")
     _check(bool(cfg.multiagent.opponent), "multiagent.opponent", cfg.multiagent.opponent,
            "auto, random, self, a checkpoint or run dir, or a function module.fn")
     _check(cfg.logging.report_interval_s > 0, "logging.report_interval_s", cfg.logging.report_interval_s,

@@ -267,5 +267,9 @@ def _with_policies(cfg: Config, n: int, model_factory: ModelFactory | None) -> S
         members.append(System(mcfg, mb, obs, act, n, model_factory))
     if len(members) == 1:
         return members[0]
+    if cfg.multiagent.self_play.p_latest < 1.0:
+        raise ConfigError(f"config key 'multiagent.self_play.p_latest' = {cfg.multiagent.self_play.p_latest:g}: a "
+                          f"league trains one shared policy, and this run has {len(members)} "
+                          f"({', '.join(plan.ids)}); set it to 1")
     first = members[0]
     return System(cfg, first.builder, first.observation_space, first.action_space, n, model_factory, tuple(members))

@@ -21,8 +21,9 @@ import numpy as np
 from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs.multiagent.games import GameError, Turn
 from apexrl.envs.multiagent.make import agent_views, make_game
-from apexrl.envs.multiagent.opponents import as_env_action
+from apexrl.envs.multiagent.opponents import as_env_action, random_action
 from apexrl.runtime.actor import ActorBase, actor_seed
+from apexrl.runtime.league import RANDOM, SELF, League
 
 if TYPE_CHECKING:
     from apexrl.runtime.assembly import System
@@ -100,6 +101,13 @@ class MultiAgentActor:
             self.lane_of[slots], self.local[slots] = j, np.arange(len(slots))
         self.multi = bool(system.policies)
         self.policy = _Policies(self)
+        sp = cfg.multiagent.self_play
+        self.league = None if sp.p_latest >= 1.0 else League(
+            sp.p_latest, sp.p_random, sp.snapshot_every, sp.pool_size,
+            lambda: system.make_eval_policy(system.make_acting_network(self.seed), S, self.seed, explore=0.0),
+            np.random.default_rng(self.seed + 31))
+        self._foe = np.full(E, SELF, dtype=np.int64)  # each copy's opponent this game (league.py)
+        self._is_foe = np.zeros(S, dtype=bool)  # a seat the opponent plays: no transitions, no statistics
         self._open = np.zeros(S, dtype=bool)  # a slot's transition is not complete
         self._paid = np.zeros(S)  # reward since the slot's last action
         self._ret = np.zeros(S)  # the slot's return this episode
@@ -113,6 +121,7 @@ class MultiAgentActor:
         self.lengths: list[int] = []
         self.levels: list[float] = []
         for c, turn in enumerate(turns):
+            self._draw(c)
             self._take(c, turn)
 
     @property
@@ -126,6 +135,16 @@ class MultiAgentActor:
     def _reset(self, c: int) -> Turn:
         self._resets += 1
         return self.games[c].reset(seed=self.seed + 7919 * self._resets + c)
+
+    def _draw(self, c: int) -> None:
+        """Copy ``c``'s opponent for its new game; against a snapshot or random, one seat is the learner's."""
+        if self.league is None:
+            return
+        base = c * self.A
+        self._foe[c] = foe = self.league.draw()
+        self._is_foe[base:base + self.A] = foe != SELF
+        if foe != SELF:
+            self._is_foe[base + int(self.league.rng.integers(self.A))] = False
 
     def _slot(self, c: int, agent: Any) -> int:
         k = self.seat.get(agent)
@@ -170,7 +189,9 @@ class MultiAgentActor:
                 if self._open[s] or self._moves[s]:
                     self._finish(s)
             self._ended[base:base + self.A] = False
-            self._take(c, self._reset(c))
+            turn = self._reset(c)
+            self._draw(c)
+            self._take(c, turn)
             return
         self._to_act[c] = slots
 
@@ -202,6 +223,11 @@ class MultiAgentActor:
         chosen: list[Any] = [None] * len(self.lane_of)
         for _ in range(num_steps):
             slots = np.fromiter((s for c in range(self.E) for s in self._to_act[c]), dtype=np.int64)
+            if self.league is not None:
+                foes = self._is_foe[slots]
+                if foes.any():
+                    self._foes_act(slots[foes], chosen)
+                    slots = slots[~foes]
             lanes = self.lane_of[slots]
             for j, lane in enumerate(self.lanes):
                 mine = slots[lanes == j] if len(self.lanes) > 1 else slots
@@ -230,6 +256,22 @@ class MultiAgentActor:
             "nonfinite_dropped": 0, "time_s": time.perf_counter() - t0, "started_at": started_at,
         }
 
+    def _foes_act(self, slots: np.ndarray, chosen: list[Any]) -> None:
+        """The opponents' moves: a random legal one, or a snapshot's greedy one (one batch per snapshot)."""
+        lane = self.lanes[0]  # a league plays one shared policy
+        by_foe: dict[int, list[int]] = {}
+        for s in slots.tolist():
+            by_foe.setdefault(int(self._foe[s // self.A]), []).append(s)
+        for foe, mine in by_foe.items():
+            if foe == RANDOM:
+                for s in mine:
+                    chosen[s] = random_action(self.views[self.agents[s % self.A]], lane.rows[self.local[s]],
+                                              self.league.rng)  # type: ignore[union-attr]
+            else:
+                acts = self.league.pool[foe].act(lane.rows[self.local[mine]])  # type: ignore[union-attr]
+                for s, a in zip(mine, acts):
+                    chosen[s] = a
+
     def _sync(self) -> None:
         if self.weights is None:
             return
@@ -241,6 +283,8 @@ class MultiAgentActor:
         """The run's weights: one policy's, or every policy's under ``<policy id>/`` names."""
         if not self.multi:
             self.lanes[0].policy.set_weights(weights)
+            if self.league is not None:
+                self.league.offer(weights, version)
         else:
             from apexrl.runtime.policy_set import split
 
