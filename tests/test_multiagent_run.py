@@ -135,3 +135,46 @@ def test_two_policies_from_a_config_dict_with_a_mapping_function_and_per_policy_
         assert set(trainer.evaluate()["evaluation"]["policies"]) == {"p0", "p1"}
     finally:
         trainer.stop()
+
+
+def test_a_killed_learner_of_two_policies_recovers_each_policys_newest_weights_and_goes_on(tmp_path, monkeypatch):
+    import io
+
+    import numpy as np
+    import ray
+    from test_faults import _kill_when_running, _records, _stop_when, _went_on_after
+
+    from apexrl import checkpoint as ckpt
+    from apexrl.runtime import supervisor as sup
+    from apexrl.runtime.policy_set import split
+
+    seen: list[dict] = []
+    original = sup.Supervisor.restart_learner
+
+    def watched(self, err, state):
+        version, [ref] = ray.get(self.topology.ps.get.remote(-1))
+        published = ray.get(ref)
+        original(self, err, state)
+        if isinstance(state, bytes):
+            state = ckpt.safe_load(io.BytesIO(state))["learner"]
+        seen.append({"published": published, "version": version,
+                     "recovered": ray.get(self.topology.learner.state_dict.remote())})
+
+    monkeypatch.setattr(sup.Supervisor, "restart_learner", watched)
+    run = tmp_path / "r"
+    killed: list[int] = []
+    _kill_when_running("LearnerWorker", 0.0, killed, when=lambda: any(r["learner_updates"] > 0
+                                                                        for r in _records(run)[4:]))
+    _stop_when(_went_on_after(run, "learner_restarts", "learner_updates", 200))
+    res = train(tiny_config(**{"env.id": "apexrl.envs.multiagent.examples.MultiAgentCartPole",
+                               "multiagent.policies": {"p0": {}, "p1": {}},
+                               "multiagent.policy_mapping": {"0": "p0", "1": "p1"},
+                               "stop.max_time_s": 300, "checkpoint.every_reports": 4}), run_dir=run)
+    assert killed and res.stop_reason == "interrupted"
+    assert _records(run)[-1]["learner_restarts"] >= 1 and seen
+    got = seen[0]
+    published = split(got["published"])
+    for pid in ("p0", "p1"):  # each policy starts again from its own newest weights, not a fresh network
+        for k, v in published[pid].items():
+            np.testing.assert_array_equal(got["recovered"]["policies"][pid]["net"][k].numpy(), v, err_msg=f"{pid} {k}")
+    assert got["recovered"]["updates"] >= got["version"] > 0  # publications stay newer than what actors hold
