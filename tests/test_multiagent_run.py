@@ -178,3 +178,38 @@ def test_a_killed_learner_of_two_policies_recovers_each_policys_newest_weights_a
         for k, v in published[pid].items():
             np.testing.assert_array_equal(got["recovered"]["policies"][pid]["net"][k].numpy(), v, err_msg=f"{pid} {k}")
     assert got["recovered"]["updates"] >= got["version"] > 0  # publications stay newer than what actors hold
+
+
+def test_a_killed_actor_of_a_game_is_restarted_and_self_play_goes_on(tmp_path):
+    from test_faults import _kill_when_running, _records, _stop_when, _went_on_after
+
+    run = tmp_path / "r"
+    killed: list[int] = []
+    _kill_when_running("ActorWorker", 0.0, killed, when=lambda: any(r["env_steps"] > 0 for r in _records(run)))
+    _stop_when(_went_on_after(run, "actor_restarts", "env_steps", 2_000))
+    res = train(game(**{"stop.max_env_steps": None, "stop.max_time_s": 300, "checkpoint.replay": False}), run_dir=run)
+    assert killed and res.stop_reason == "interrupted"
+    records = _records(run)
+    first = next(i for i, r in enumerate(records) if r["actor_restarts"] >= 1)
+    assert records[-1]["env_steps"] >= records[first]["env_steps"] + 2_000  # the restarted actor plays on
+    assert records[-1]["learner_updates"] > records[first]["learner_updates"]
+
+
+@pytest.mark.slow
+def test_tune_runs_a_two_policy_trial_from_rllibs_config_dict(tmp_path, monkeypatch, ray_local):
+    """Slow (~40 s): pytest -m slow tests/test_multiagent_run.py."""
+    from ray import tune
+
+    from apexrl import ApexTrainer
+
+    monkeypatch.chdir(tmp_path)
+    space = {"env": "apexrl.envs.multiagent.examples.MultiAgentCartPole", "num_workers": 1,
+             "multiagent": {"policies": ["p0", "p1"], "policy_mapping_fn": lambda aid, *a, **k: f"p{aid}",
+                            "policies_to_train": ["p0"]},
+             "lr": tune.grid_search([1e-3]), "replay": {"learning_starts": 200},
+             "evaluation": {"interval_s": 1, "episodes": 3}, "logging": {"report_interval_s": 1.0}}
+    tuner = tune.Tuner(ApexTrainer, param_space=space,
+                       run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), stop={"training_iteration": 2}))
+    results = tuner.fit()
+    assert len(results) == 1 and not results.errors
+    assert results[0].metrics["timesteps_total"] > 0

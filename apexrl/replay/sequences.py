@@ -64,39 +64,44 @@ class SequenceWriter:
             self._obs[slots, start:] = 0
 
     def step(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
-             terminated: np.ndarray, truncated: np.ndarray) -> dict[str, np.ndarray] | None:
-        """``next_obs`` is the true successor (final observations where an episode ended this step)."""
-        E = np.arange(self.num_envs)
+             terminated: np.ndarray, truncated: np.ndarray, slots: np.ndarray | None = None
+             ) -> dict[str, np.ndarray] | None:
+        """``next_obs`` is the true successor (final observations where an episode ended this step).
+        ``slots``: the rows are these slots' steps (a turn-based game's agents that moved), else every slot's."""
+        E = np.arange(self.num_envs) if slots is None else np.asarray(slots, dtype=np.int64)
         if self._obs is None:
             self._obs = np.zeros((self.num_envs, self.length + 1, *obs.shape[1:]), obs.dtype)
-        p = self._pos
+        p = self._pos[E]
         self._obs[E, p] = obs
         s = self._steps
         s["action"][E, p] = action
         s["reward"][E, p] = reward
         s["terminal"][E, p] = terminated
         s["valid"][E, p] = 1
-        s["first"][E, p] = self._starting
+        s["first"][E, p] = self._starting[E]
         if self._state_source is not None:
             state = np.asarray(self._state_source())
+            if slots is not None and len(state) == self.num_envs:
+                state = state[E]
             if state.dtype != self._state.dtype:
                 self._state = self._state.astype(state.dtype)
             self._state[E, p] = state
-        self._starting[:] = False
-        self._pos += 1
+        self._starting[E] = False
+        self._pos[E] += 1
         done = np.logical_or(terminated, truncated)
-        slots = np.flatnonzero(done | (self._pos == self.length))
-        if not len(slots):
+        hit = np.flatnonzero(done | (self._pos[E] == self.length))  # rows of this step whose sequence is out
+        if not len(hit):
             return None
-        self._obs[slots, self._pos[slots]] = next_obs[slots]
+        slots = E[hit]
+        self._obs[slots, self._pos[slots]] = next_obs[hit]
         out = {"obs": self._obs[slots].copy(), **{k: a[slots].copy() for k, a in s.items()},
                "state": self._state[slots, 0].copy()}
-        ended = slots[done[slots]]
+        ended = slots[done[hit]]
         if len(ended):
             self._clear(ended, 0)
             self._pos[ended] = self.burn_in
             self._starting[ended] = True
-        full = slots[~done[slots]]
+        full = slots[~done[hit]]
         if len(full):
             k, L = self.overlap, self.length
             for a in (*s.values(), self._state):

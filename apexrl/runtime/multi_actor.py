@@ -145,6 +145,10 @@ class MultiAgentActor:
         self._is_foe[base:base + self.A] = foe != SELF
         if foe != SELF:
             self._is_foe[base + int(self.league.rng.integers(self.A))] = False
+        if foe >= 0:  # a snapshot's own memory of this game starts empty
+            mask = np.zeros(len(self._is_foe), dtype=bool)
+            mask[base:base + self.A] = True
+            self.league.pool[foe].reset_slots(mask)
 
     def _slot(self, c: int, agent: Any) -> int:
         k = self.seat.get(agent)
@@ -211,6 +215,10 @@ class MultiAgentActor:
             self.episodes += 1
         self._ret[s] = self._moves[s] = 0
         self._ended[s] = True
+        lane, i = self._lane(s)
+        mask = np.zeros(len(lane.rows), dtype=bool)
+        mask[i] = True
+        lane.policy.reset_slots(mask)  # a recurrent policy's memory, a DPG slot's noise
 
     # ------------------------------------------------------------------ the loop
     def run(self, num_steps: int, global_env_steps: int | None = None) -> dict[str, Any]:
@@ -268,7 +276,8 @@ class MultiAgentActor:
                     chosen[s] = random_action(self.views[self.agents[s % self.A]], lane.rows[self.local[s]],
                                               self.league.rng)  # type: ignore[union-attr]
             else:
-                acts = self.league.pool[foe].act(lane.rows[self.local[mine]])  # type: ignore[union-attr]
+                acts = self.league.pool[foe].act(lane.rows[self.local[mine]], None,  # type: ignore[union-attr]
+                                                 np.array(mine, dtype=np.int64))
                 for s, a in zip(mine, acts):
                     chosen[s] = a
 

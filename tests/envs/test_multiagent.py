@@ -45,6 +45,9 @@ class Scripted:
     def observe_global_steps(self, n):
         pass
 
+    def reset_slots(self, mask):
+        pass
+
 
 def env_section(env):
     """A string id as a section; a class or creator handed over as RLlib users do."""
@@ -213,9 +216,11 @@ class FirstLegal:
     """Always the first legal cell."""
 
     def act(self, obs, keys=None, slots=None):
-
         legal = self.codec.legal(obs)
         return legal.argmax(axis=1)
+
+    def reset_slots(self, mask):
+        pass
 
 
 def test_evaluation_against_random_reports_each_seat_and_counts_every_game():
@@ -236,9 +241,11 @@ def test_evaluation_against_random_reports_each_seat_and_counts_every_game():
     assert res == evaluate_game(lambda rows: policy, cfg, episodes=50, seed=3)
 
 
-def test_an_agent_that_cannot_act_by_slot_is_refused_for_a_game_with_one_line():
+def test_an_agent_that_cannot_act_by_slot_is_refused_for_a_game_with_one_line(monkeypatch):
+    from apexrl.agents.r2d2 import R2D2Builder
     from apexrl.config import ConfigError
 
+    monkeypatch.setattr(R2D2Builder, "acts_by_slot", False)  # an agent that can only act for every slot at once
     with pytest.raises(ConfigError, match="'agent' = 'r2d2' cannot train the multi-agent env .*allowed there: dqn, dpg"):
         assemble(from_dict({"env": {"id": "pettingzoo.classic.tictactoe_v3"}, "agent": "r2d2"}), num_actors=1)
 

@@ -125,7 +125,18 @@ def test_bad_policy_settings_are_one_line_before_any_env(multiagent, message):
         from_dict({"env": CARTPOLES, "multiagent": multiagent})
 
 
-def test_a_recurrent_policy_among_several_is_refused_with_one_line():
-    cfg = two({"0": "p0", "1": "p1"}).replace(**{"multiagent.policies": {"p0": {"agent": "r2d2"}, "p1": {}}})
-    with pytest.raises(ConfigError, match="multiagent.policies.p0.agent' = 'r2d2' cannot train"):
-        assemble(cfg, num_actors=1)
+def test_a_recurrent_policy_beside_a_feed_forward_one_trains_its_own_sequences():
+    cfg = two({"0": "p0", "1": "p1"}).replace(**{"multiagent.policies": {"p0": {"agent": "r2d2"}, "p1": {}},
+                                                  "r2d2.burn_in": 2, "r2d2.seq_len": 4})
+    local = build_local(cfg)
+    assert [m.cfg.agent for m in local.system.policies] == ["r2d2", "dqn"]
+    for _ in range(40):
+        if local.inserting_allowed():
+            local.act(8)
+        local.learn(4)
+    assert all(lr.updates > 0 for lr in local.loop.learner.learners.values())
+    for shard in local.shards:
+        shard.stop_rate_limiting()
+    assert "state" in local.shards[0].sample(4, 0.4)["batch"]  # p0's group holds sequences with their state
+    assert "next_obs" in local.shards[1].sample(4, 0.4)["batch"]  # p1's holds n-step transitions
+    local.close()

@@ -78,3 +78,20 @@ def test_a_writer_restored_mid_stream_emits_what_the_original_would_have():
     assert len(rest_a) == len(rest_b) > 0
     for x, y in zip(rest_a, rest_b):
         assert x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
+
+
+def test_steps_of_some_slots_only_fill_those_slots_sequences_with_their_own_states():
+    """A turn-based game: slot 0 moves at steps 0 and 2, slot 1 at step 1; each slot's sequence holds its own
+    moves in order and the state its policy had before each of them."""
+    state = np.array([[10.0], [20.0]], np.float32)  # full-size: one row per slot, read at the slots that moved
+    w = SequenceWriter(2, burn_in=0, seq_len=2, overlap=0, state_size=1, state_source=lambda: state)
+    f = np.float32
+    assert w.step(np.array([[1.0]], f), np.array([0]), np.array([0.5]), np.array([[2.0]], f), np.array([False]),
+                  np.array([False]), slots=np.array([0])) is None
+    state[0] = 11.0
+    assert w.step(np.array([[101.0]], f), np.array([1]), np.array([1.5]), np.array([[102.0]], f),
+                  np.array([True]), np.array([False]), slots=np.array([1]))["obs"][:, :, 0].tolist() == [[101, 102, 0]]
+    out = w.step(np.array([[2.0]], f), np.array([0]), np.array([2.5]), np.array([[3.0]], f), np.array([False]),
+                 np.array([False]), slots=np.array([0]))
+    assert out["obs"][:, :, 0].tolist() == [[1, 2, 3]] and out["reward"].tolist() == [[0.5, 2.5]]
+    assert out["state"].tolist() == [[10.0]]  # the state before the sequence's first step, slot 0's

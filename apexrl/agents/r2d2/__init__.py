@@ -22,7 +22,6 @@ from apexrl.replay.sequences import SequenceWriter
 class R2D2Builder(DQNBuilder):
     name = "r2d2"
     frame_replay = False  # sequences carry their observations; frames are not de-duplicated across them
-    acts_by_slot = False  # not yet: its recurrent state steps with every env slot (multi-agent games need subsets)
 
     def make_network(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space,
                      model_factory: ModelFactory | None = None) -> torch.nn.Module:

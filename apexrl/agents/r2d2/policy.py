@@ -1,6 +1,7 @@
 """Recurrent epsilon-greedy acting and the actors' initial sequence priorities (R2D2 on Ape-X's actors).
 
-Each env slot keeps its recurrent state between steps, zeroed when its episode ends (``reset_slots``);
+Each env slot keeps its recurrent state between steps, zeroed when its episode ends (``reset_slots``); acting
+for some slots only (a turn-based game's agents to move) steps only theirs;
 the sequence writer stores the state a slot had before each step (``state_before``), so the learner can
 start a replayed sequence where the actor was. Priorities of a sent sequence come from the actor's own
 network over the whole sequence from that stored state, as the learner computes them (target = online).
@@ -28,10 +29,25 @@ class RecurrentEpsilonGreedyPolicy(EpsilonGreedyPolicy):
         n = len(epsilons)
         self.state = net.initial_state(n, self.device)  # type: ignore[operator]
         self.state_before = np.zeros((n, self.state.shape[1]), self.state.cpu().numpy().dtype)
+        self._acting: np.ndarray | None = None  # the slots of the rows being acted on (None: the first rows)
+
+    def act(self, obs: np.ndarray, keys: np.ndarray | None = None, slots: np.ndarray | None = None) -> np.ndarray:
+        self._acting = slots
+        try:
+            return super().act(obs, keys, slots)
+        finally:
+            self._acting = None
 
     @torch.no_grad()
     def _q_values(self, obs: np.ndarray) -> np.ndarray:
         x = torch.as_tensor(obs).to(self.device)
+        if self._acting is not None:
+            idx = torch.as_tensor(self._acting, device=self.device, dtype=torch.long)
+            before = self.state[idx]
+            self.state_before[self._acting] = before.cpu().numpy()
+            q, new = self.net(x.unsqueeze(1), before)
+            self.state = self.state.index_copy(0, idx, new.to(self.state.dtype))
+            return q[:, 0].float().cpu().numpy()
         k = len(x)
         self.state_before = self.state[:k].cpu().numpy()
         q, new = self.net(x.unsqueeze(1), self.state[:k])

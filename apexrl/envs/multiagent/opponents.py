@@ -63,6 +63,11 @@ class SnapshotOpponent:
 
         where, state = ckpt.resolve(Path(path), best=True)
         system = assemble(from_dict(state["config"]), num_actors=1)
+        if any(getattr(m.builder, "name", "") == "r2d2" for m in (system.policies or (system,))):
+            from apexrl.config import ConfigError
+
+            raise ConfigError(f"config key 'multiagent.opponent' = '{path}' is a recurrent (r2d2) run, which cannot "
+                              "be an evaluation opponent yet; use random, self, a dqn run or a function")
         net, weights = system.loaded_network(state["learner"]["net"])
         if system.policies:
             from apexrl.runtime.policy_set import split

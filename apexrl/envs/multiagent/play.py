@@ -64,6 +64,9 @@ def _play(policy: Callable[[Any], Policy], opponent: Opponent | None, cfg: Confi
     its mask did not allow are added to ``illegal[0]`` (they are played: the env decides what they cost)."""
     games = [make_game(cfg.env) for _ in range(episodes)]
     rng = np.random.default_rng(seed)
+    seat_of = {a: k for k, a in enumerate(views)}
+    for a in views:  # new games: a recurrent policy's memory starts empty
+        policy(a).reset_slots(np.ones(episodes * len(views), dtype=bool))
     try:
         turns = [g.reset(seed=seed + i) for i, g in enumerate(games)]
         paid: list[dict[Any, float]] = [{} for _ in games]
@@ -79,7 +82,8 @@ def _play(policy: Callable[[Any], Policy], opponent: Opponent | None, cfg: Confi
                 groups.setdefault(id(policy(m[1])), []).append(m)
             for group in groups.values():
                 obs = np.stack([rows[j][a] for j, a in group])
-                chosen = policy(group[0][1]).act(obs)
+                slots = np.array([live[j] * len(views) + seat_of[a] for j, a in group], dtype=np.int64)
+                chosen = policy(group[0][1]).act(obs, None, slots)  # each game's seat its own slot
                 acts.update({m: as_env_action(c) for m, c in zip(group, chosen)})
                 view = views[group[0][1]]
                 if view.masked:
