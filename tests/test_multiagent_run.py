@@ -88,7 +88,7 @@ def test_two_policies_one_trained_run_from_the_yaml_file_resume_and_evaluate_per
     example = Path(__file__).parents[1] / "examples" / "multi_agent" / "two_policies.yaml"
     small = ["actors.num_actors=1", "actors.envs_per_actor=4", "replay.learning_starts=200", "logging.console=off",
              "evaluation.interval_s=2", "evaluation.episodes=4", "logging.report_interval_s=0.5",
-             "checkpoint.every_reports=2", "stop.max_time_s=null", "stop.max_env_steps=6000"]
+             "checkpoint.every_reports=2", "checkpoint.replay=true", "stop.max_time_s=null", "stop.max_env_steps=6000"]
     run = tmp_path / "run"
     first = train(load(example, small), run_dir=run)
     assert first.learner_updates > 0
@@ -96,6 +96,7 @@ def test_two_policies_one_trained_run_from_the_yaml_file_resume_and_evaluate_per
     assert set(state["learner"]["policies"]) == {"p0", "p1"}
     assert state["learner"]["policies"]["p1"]["updates"] == 0 and state["learner"]["policies"]["p0"]["updates"] > 0
     p1_before = state["learner"]["policies"]["p1"]["net"]
+    assert len(state["replay"]) == 1 and state["replay"][0]["inserted"] > 0  # p0's shard; p1 (not trained) has none
     assert "policy_mapping:\n    '0': p0\n    '1': p1" in (run / "config.yaml").read_text()
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert any("eval_policy_p0_return" in r and "eval_policy_p1_return" in r for r in records)
