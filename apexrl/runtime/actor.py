@@ -59,6 +59,13 @@ def finite_priorities(prios: np.ndarray) -> tuple[np.ndarray, int]:
     return np.where(bad, 1.0, prios), int(bad.sum())
 
 
+def pull(source: WeightSource | None, apply: Callable[[dict[str, np.ndarray], int], None]) -> None:
+    """Newer weights from ``source``, if any, handed to ``apply(weights, version)``; never waits."""
+    got = source.poll() if source is not None else None
+    if got is not None:
+        apply(got[1], got[0])
+
+
 class ActorBase:
     """What every kind of actor shares (this module's and ``multi_actor.py``'s): replay items waiting to be sent,
     their priorities and send, and pulling weights every ``actors.weight_sync_period`` env steps."""
@@ -80,11 +87,7 @@ class ActorBase:
         self.weights_version = version
 
     def _sync(self) -> None:
-        if self.weights is None:
-            return
-        got = self.weights.poll()
-        if got is not None:
-            self.set_weights(got[1], got[0])
+        pull(self.weights, self.set_weights)
 
     def _queue(self, out: dict[str, np.ndarray], units: int = 1) -> None:
         self._pending.append(out)

@@ -22,7 +22,7 @@ from apexrl.core import ReplaySink, WeightSource
 from apexrl.envs.multiagent.games import GameError, Turn
 from apexrl.envs.multiagent.make import agent_views, make_game
 from apexrl.envs.multiagent.opponents import as_env_action, random_action
-from apexrl.runtime.actor import ActorBase, actor_seed
+from apexrl.runtime.actor import ActorBase, actor_seed, pull
 from apexrl.runtime.league import RANDOM, SELF, League
 
 if TYPE_CHECKING:
@@ -282,11 +282,7 @@ class MultiAgentActor:
                     chosen[s] = a
 
     def _sync(self) -> None:
-        if self.weights is None:
-            return
-        got = self.weights.poll()
-        if got is not None:
-            self.set_weights(got[1], got[0])
+        pull(self.weights, self.set_weights)
 
     def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
         """The run's weights: one policy's, or every policy's under ``<policy id>/`` names."""
