@@ -72,6 +72,11 @@ def test_the_trainer_acts_for_one_agent_of_a_game_and_names_its_one_policy():
             trainer.compute_single_action(obs, policy_id="player_2")
         seats = trainer.evaluate()["evaluation"]["seats"]
         assert set(seats) == {"player_1", "player_2"}
+        import numpy as np
+
+        w = {k: v + 1.0 for k, v in trainer.get_weights().items()}
+        trainer.set_weights({"shared": w})  # RLlib's form; the one policy's weights as they are work too
+        assert all(np.array_equal(trainer.get_weights()[k], w[k]) for k in w)
     finally:
         trainer.stop()
 
@@ -134,6 +139,17 @@ def test_two_policies_from_a_config_dict_with_a_mapping_function_and_per_policy_
         with pytest.raises(ValueError, match="name one of this trainer's policies: p0, p1"):
             trainer.compute_single_action(np.zeros(4, np.float32))
         assert set(trainer.evaluate()["evaluation"]["policies"]) == {"p0", "p1"}
+        # a frozen policy given weights from outside (RLlib's set_weights): the actors play them, no update moves them
+        given = {k: np.zeros_like(v) for k, v in weights["p1"].items()}
+        trainer.set_weights({"p1": given})
+        trainer.train()
+        after = trainer.get_weights()
+        assert all(np.array_equal(after["p1"][k], given[k]) for k in given)
+        assert any(not np.array_equal(after["p0"][k], weights["p0"][k]) for k in weights["p0"])
+        with pytest.raises(ValueError, match="policy 'p9' is not one of p0, p1"):
+            trainer.set_weights({"p9": given})
+        with pytest.raises(ValueError, match="do not fit the network"):
+            trainer.set_weights({"p1": {"nope": np.zeros(2)}})
     finally:
         trainer.stop()
 

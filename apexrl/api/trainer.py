@@ -212,6 +212,37 @@ class ApexTrainer(tune.Trainable):
         parts = split(weights)
         return parts if policy_id is None else parts[self._policy(policy_id).cfg.multiagent.policy_id]
 
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        """RLlib's ``set_weights({policy_id: weights})`` (one policy: its weights as they are too): the learner
+        takes them and the actors pull them before the next ``train()``, e.g. a frozen policy's trained weights."""
+        from ray.exceptions import RayTaskError
+
+        from apexrl.runtime.policy_set import join, split
+
+        ids = self.system.policy_ids
+        nested = bool(weights) and all(isinstance(v, dict) for v in weights.values())
+        if not self.system.policies:
+            if nested:
+                unknown = [p for p in weights if p not in {"default_policy", ids[0]}]
+                if unknown or len(weights) != 1:
+                    raise ValueError(f"set_weights: policy '{(unknown or list(weights))[0]}'; this trainer has one "
+                                     f"policy, '{ids[0]}'")
+                weights = next(iter(weights.values()))
+            flat = dict(weights)
+        else:
+            if not nested:
+                raise ValueError(f"set_weights: give {{policy_id: weights}} for this trainer's policies: {', '.join(ids)}")
+            unknown = [p for p in weights if p not in ids]
+            if unknown:
+                raise ValueError(f"set_weights: policy '{unknown[0]}' is not one of {', '.join(ids)}")
+            parts = split(self._published())
+            parts.update(weights)
+            flat = join(parts)
+        try:
+            ray.get(self.topology.learner.set_weights.remote(flat), timeout=120)
+        except RayTaskError as e:
+            raise ValueError(f"set_weights: the weights do not fit the network: {str(e.cause).splitlines()[0]}") from None
+
     def get_policy(self, policy_id: str | None = None) -> Any:
         """The acting network with the newest weights (an ``nn.Module``); ``policy_id`` as RLlib's."""
         member = self._policy(policy_id)

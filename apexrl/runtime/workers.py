@@ -174,6 +174,20 @@ class LearnerWorker:
 
         return ckpt.to_bytes(state)
 
+    def set_weights(self, weights: dict[str, np.ndarray]) -> int:
+        """Replace the network's weights (a trainer's ``set_weights``; several policies: every policy's, named
+        ``<policy>/``) and publish them as a newer version than any before, so actors take them."""
+        import torch
+
+        learner = self.loop.learner
+        state = learner.state_dict()
+        state["net"] = {k: torch.as_tensor(np.array(v)) for k, v in weights.items()}
+        learner.load_state_dict(state)
+        self.loop.version += 1
+        self._publish(self.loop.version, learner.weights())
+        ray.get(self.ps.get.remote(self.loop.version - 1, 30.0), timeout=60)
+        return self.loop.version
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Take a checkpoint's state and return once the parameter server holds its weights: a restored
         trainer asked for its weights right away read the fresh network's under load (the publication was
