@@ -71,14 +71,15 @@ class MetricsWriter:
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 tag = TB_TAGS.get(key)
                 if tag is None:
-                    if key.startswith(("actor", "shard")):
+                    if "/" in key and key.partition("/")[0] in TB_TAGS:  # <learner metric>/<policy>: several policies
+                        name, _, policy = key.partition("/")
+                        tag = f"{TB_TAGS[name]}/{policy}"
+                    elif key.startswith(("actor", "shard")):
                         tag = f"actors/{key}" if key.startswith("actor") else f"replay/{key}"
                     elif key.startswith("eval_seat_"):  # eval_seat_<agent>_<win|draw|loss>
                         tag = f"eval/{key[len('eval_seat_'):]}"
                     elif key.startswith("eval_policy_"):  # eval_policy_<policy>_return
                         tag = f"eval/{key[len('eval_policy_'):]}"
-                    elif key.startswith(("loss/", "q_mean/", "td_abs/")):  # per policy, several policies
-                        tag = f"learner/{key}"
                     else:
                         continue
                 self._tb.add_scalar(tag, value, step)

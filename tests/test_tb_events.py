@@ -32,6 +32,16 @@ def test_scalars_and_the_hyperparameter_table_are_what_tensorboard_shows(tmp_pat
     assert acc.SummaryMetadata("hyperparameters/text_summary").plugin_data.plugin_name == "text"
 
 
+def test_each_policys_learner_metrics_are_curves_beside_the_runs(tmp_path):
+    w = MetricsWriter(tmp_path)
+    w.write({"loss": 0.5, "loss/p0": 0.25, "td_abs_mean/p0": 0.75, "actor_loss/p1": 1.5}, 100)
+    w.close()
+    acc = _read(tmp_path / "tb")
+    assert [e.value for e in acc.Scalars("losses/td_loss/p0")] == [0.25]
+    assert [e.value for e in acc.Scalars("losses/td_abs_mean/p0")] == [0.75]
+    assert [e.value for e in acc.Scalars("losses/actor_loss/p1")] == [1.5]
+
+
 def test_a_resumed_run_hides_the_curve_past_its_checkpoint(tmp_path):
     first = MetricsWriter(tmp_path)
     for step in (100, 200, 300):
