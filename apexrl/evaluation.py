@@ -52,18 +52,7 @@ def evaluate_system(system: Any, network: Any, weights: Any, episodes: int, seed
     """``weights`` played greedily with ``system``'s eval policy: ``eval_returns``, and for a multi-agent game
     against an opponent, ``eval_seats`` (win / draw / loss per seat, ``envs/multiagent/play.py``)."""
     def policy(rows: int) -> Any:
-        if system.policies:  # one per policy, looked up by agent
-            from apexrl.runtime.policy_set import split
-
-            parts, per = split(weights), {}
-            for m in system.policies:
-                pid = m.cfg.multiagent.policy_id
-                per[pid] = m.make_eval_policy(network[pid], rows, seed, explore)
-                per[pid].set_weights(parts[pid])
-            return {a: per[p] for a, p in system.cfg.multiagent.policy_mapping.items()}
-        p = system.make_eval_policy(network, rows, seed, explore)
-        p.set_weights(weights)
-        return p
+        return system.make_eval_policies(network, weights, rows, seed, explore)  # several: by agent
 
     if is_multiagent(system.cfg.env):
         from apexrl.envs.multiagent.play import evaluate_game

@@ -213,6 +213,23 @@ class System:
         load_numpy_state_dict(net, net_state)
         return net, {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
 
+    def make_eval_policies(self, network: Any, weights: dict[str, Any], rows: int, seed: int,
+                           explore: float | None = None) -> Policy | dict[str, Policy]:
+        """``weights`` in the eval policy for batches of up to ``rows``; several policies: ``{agent id: the policy
+        that plays it}`` (``network`` and ``weights`` as ``make_acting_network`` / ``loaded_network`` give them)."""
+        if not self.policies:
+            policy = self.make_eval_policy(network, rows, seed, explore)
+            policy.set_weights(weights)
+            return policy
+        from apexrl.runtime.policy_set import split
+
+        parts, per = split(weights), {}
+        for m in self.policies:
+            pid = m.cfg.multiagent.policy_id
+            per[pid] = m.make_eval_policy(network[pid], rows, seed, explore)
+            per[pid].set_weights(parts[pid])
+        return {a: per[p] for a, p in self.cfg.multiagent.policy_mapping.items()}
+
     def make_eval_policy(self, network: Any, num_envs: int, seed: int,
                          explore: float | None = None) -> Policy:
         return self.builder.make_eval_policy(self.cfg, network, self.action_space, num_envs, seed, explore)

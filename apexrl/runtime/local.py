@@ -9,7 +9,6 @@ while the shards accept data, the learner updates while they grant samples.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -22,6 +21,7 @@ from apexrl.replay.shard import ReplayShard
 from apexrl.runtime.actor import Actor
 from apexrl.runtime.assembly import System, assemble
 from apexrl.runtime.learning import LearnerLoop
+from apexrl.runtime.policy_set import actor_sink
 
 
 class LocalSink:
@@ -102,20 +102,13 @@ class LocalSystem:
             a.close()
 
 
-def _sink(system: System, shards: list[ReplayShard], i: int) -> Any:
-    if not system.policies:
-        return LocalSink(shards, i)
-    from apexrl.runtime.policy_set import GroupedSink
-
-    return GroupedSink(lambda group: LocalSink(group, i), shards, len(system.trained))
-
-
 def build_local(cfg: Config, num_actors: int = 1, model_factory: ModelFactory | None = None) -> LocalSystem:
     system = assemble(cfg, num_actors=num_actors, model_factory=model_factory)
     shards = [system.make_shard(i) for i in range(system.num_shards)]
     hub = LocalWeights()
     loop = system.make_learner_loop(LocalShards(shards), hub.publish)
-    actors = [system.make_actor(i, _sink(system, shards, i), hub.source()) for i in range(num_actors)]
+    actors = [system.make_actor(i, actor_sink(system, lambda group, i=i: LocalSink(group, i), shards), hub.source())
+              for i in range(num_actors)]
     return LocalSystem(system, shards, hub, loop, actors)
 
 

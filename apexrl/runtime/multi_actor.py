@@ -207,15 +207,14 @@ class MultiAgentActor:
 
     def _finish(self, s: int) -> None:
         """The slot's episode is over: its statistics, and nothing pending."""
+        lane, i = self._lane(s)
         if self._moves[s]:
-            lane, i = self._lane(s)
             self.returns.append(float(self._ret[s]))
             self.lengths.append(int(self._moves[s]))
             self.levels.append(float(lane.policy.exploration[i]))
             self.episodes += 1
         self._ret[s] = self._moves[s] = 0
         self._ended[s] = True
-        lane, i = self._lane(s)
         mask = np.zeros(len(lane.rows), dtype=bool)
         mask[i] = True
         lane.policy.reset_slots(mask)  # a recurrent policy's memory, a DPG slot's noise
@@ -301,11 +300,7 @@ class MultiAgentActor:
     def close(self) -> None:
         for lane in self.lanes:
             if lane.sink is not None:
-                if lane._pending_count:
-                    lane._send()
-        for lane in self.lanes:
-            if lane.sink is not None:
-                lane.sink.flush()
+                lane._flush()
         for g in self.games:
             g.close()
 

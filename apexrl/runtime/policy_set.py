@@ -177,6 +177,12 @@ class _Clients:
             offset += n
 
 
+def actor_sink(system: Any, make: Callable[[list[Any]], Any], shards: list[Any]) -> Any:
+    """An actor's sink over the run's ``shards``: ``make(shards)``, or with several policies one such sink per
+    trained policy's group of shards."""
+    return GroupedSink(make, shards, len(system.trained)) if system.policies else make(shards)
+
+
 class GroupedSink:
     """An actor's sends split by policy: one sink per trained policy over that policy's group of shards, made
     by ``make(shards)`` (Ray's or in-process sink); the rest of an actor's transport sees one sink."""

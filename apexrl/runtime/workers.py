@@ -57,14 +57,10 @@ class ActorWorker:
         from apexrl.runtime.board import push_period
 
         _quiet_worker()
-        inflight = system.cfg.actors.max_inflight_sends
-        if system.policies:  # a group of shards per trained policy
-            from apexrl.runtime.policy_set import GroupedSink
+        from apexrl.runtime.policy_set import actor_sink
 
-            self.sink = GroupedSink(lambda group: RayReplaySink(group, inflight, start=index), shards,
-                                    len(system.trained))
-        else:
-            self.sink = RayReplaySink(shards, inflight, start=index)
+        inflight = system.cfg.actors.max_inflight_sends
+        self.sink = actor_sink(system, lambda group: RayReplaySink(group, inflight, start=index), shards)
         self.actor = system.make_actor(index, self.sink, RayWeightSource(ps))
         _one_thread()
         self._loop = None

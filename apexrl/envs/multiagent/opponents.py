@@ -5,6 +5,7 @@ a saved snapshot of a policy (a checkpoint file, or a run dir: its ``best.pt``),
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,6 +30,11 @@ class Opponent(Protocol):
 def as_env_action(a: Any) -> Any:
     a = np.asarray(a)
     return a.item() if a.ndim == 0 else a
+
+
+def policy_for(made: Any) -> Callable[[Any], Any]:
+    """Agent -> the policy that plays it, from ``System.make_eval_policies``' one policy or ``{agent id: policy}``."""
+    return (lambda agent: made[str(agent)]) if isinstance(made, dict) else (lambda agent: made)
 
 
 def random_actions(views: dict[Any, AgentView], rows: dict[Any, np.ndarray], rng: np.random.Generator
@@ -69,30 +75,17 @@ class SnapshotOpponent:
             raise ConfigError(f"config key 'multiagent.opponent' = '{path}' is a recurrent (r2d2) run, which cannot "
                               "be an evaluation opponent yet; use random, self, a dqn run or a function")
         net, weights = system.loaded_network(state["learner"]["net"])
-        if system.policies:
-            from apexrl.runtime.policy_set import split
-
-            parts = split(weights)
-            self.policies = {}
-            for m in system.policies:
-                pid = m.cfg.multiagent.policy_id
-                self.policies[pid] = m.make_eval_policy(net[pid], rows, seed=0, explore=0.0)
-                self.policies[pid].set_weights(parts[pid])
-            self.mapping = dict(system.cfg.multiagent.policy_mapping)
-        else:
-            self.policies = {"": system.make_eval_policy(net, rows, seed=0, explore=0.0)}
-            self.policies[""].set_weights(weights)
-            self.mapping = {}
+        self.policy = policy_for(system.make_eval_policies(net, weights, rows, seed=0, explore=0.0))
         self.where = where
 
     def act(self, seats: dict[Seat, tuple[Any, dict[str, Any]]], rows: dict[Seat, np.ndarray],
             rng: np.random.Generator) -> dict[Seat, Any]:
-        groups: dict[str, list[Seat]] = {}
+        groups: dict[int, list[Seat]] = {}
         for key in rows:  # one forward pass per policy over every game's seats it plays
-            groups.setdefault(self.mapping.get(str(key[1]), ""), []).append(key)
+            groups.setdefault(id(self.policy(key[1])), []).append(key)
         out: dict[Seat, Any] = {}
-        for pid, keys in groups.items():
-            chosen = self.policies[pid].act(np.stack([rows[k] for k in keys]))
+        for keys in groups.values():
+            chosen = self.policy(keys[0][1]).act(np.stack([rows[k] for k in keys]))
             out.update({k: as_env_action(c) for k, c in zip(keys, chosen)})
         return out
 

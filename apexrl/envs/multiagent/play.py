@@ -18,7 +18,7 @@ import numpy as np
 from apexrl.agents.base import Policy
 from apexrl.config import Config
 from apexrl.envs.multiagent.make import AgentView, agent_views, make_game
-from apexrl.envs.multiagent.opponents import Opponent, as_env_action, make_opponent
+from apexrl.envs.multiagent.opponents import Opponent, as_env_action, make_opponent, policy_for
 
 
 def evaluate_game(make_policy: Callable[[int], Policy], cfg: Config, episodes: int, seed: int = 0,
@@ -33,7 +33,7 @@ def evaluate_game(make_policy: Callable[[int], Policy], cfg: Config, episodes: i
     finally:
         probe.close()
     made = make_policy(episodes * len(seats))
-    policy = (lambda a: made[str(a)]) if isinstance(made, dict) else (lambda a: made)
+    policy = policy_for(made)
     opponent = make_opponent(cfg, views, episodes * len(seats))
     illegal = [0]
     if opponent is None:
