@@ -260,7 +260,9 @@ def test_a_shard_dying_just_before_the_final_checkpoint_does_not_cost_the_checkp
     assert "a replay shard did not answer" in caplog.text
 
 
-def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes_on(tmp_path, monkeypatch):
+def watch_learner_restarts(monkeypatch) -> list[dict]:
+    """Filled at each learner restart: what the replacement must start from (the newest publication, the last
+    checkpoint's update count) and, before the loop hands it any work, the state it holds."""
     from apexrl import checkpoint as ckpt
     from apexrl.runtime import supervisor as sup
 
@@ -268,11 +270,9 @@ def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes
     original = sup.Supervisor.restart_learner
 
     def watched(self, err, state):
-        # What the replacement must start from: the newest publication and the last checkpoint's counters.
         version, [ref] = ray.get(self.topology.ps.get.remote(-1))
         published = ray.get(ref)
         original(self, err, state)
-        # Before the loop hands the new learner any work: its state is exactly what it recovered.
         if isinstance(state, bytes):  # the last checkpoint file as the learner composed it
             state = ckpt.safe_load(io.BytesIO(state))["learner"]
         seen.append({"published": published, "version": version, "checkpoint_updates":
@@ -280,6 +280,11 @@ def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes
                      "recovered": ray.get(self.topology.learner.state_dict.remote())})
 
     monkeypatch.setattr(sup.Supervisor, "restart_learner", watched)
+    return seen
+
+
+def test_a_killed_learner_is_restarted_from_the_newest_weights_and_training_goes_on(tmp_path, monkeypatch):
+    seen = watch_learner_restarts(monkeypatch)
     run = tmp_path / "r"
     killed: list[int] = []
     _kill_when_running("LearnerWorker", 0.0, killed,  # once a checkpoint holds learner state to recover from

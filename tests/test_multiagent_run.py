@@ -155,29 +155,12 @@ def test_two_policies_from_a_config_dict_with_a_mapping_function_and_per_policy_
 
 
 def test_a_killed_learner_of_two_policies_recovers_each_policys_newest_weights_and_goes_on(tmp_path, monkeypatch):
-    import io
-
     import numpy as np
-    import ray
-    from test_faults import _kill_when_running, _records, _stop_when, _went_on_after
+    from test_faults import _kill_when_running, _records, _stop_when, _went_on_after, watch_learner_restarts
 
-    from apexrl import checkpoint as ckpt
-    from apexrl.runtime import supervisor as sup
     from apexrl.runtime.policy_set import split
 
-    seen: list[dict] = []
-    original = sup.Supervisor.restart_learner
-
-    def watched(self, err, state):
-        version, [ref] = ray.get(self.topology.ps.get.remote(-1))
-        published = ray.get(ref)
-        original(self, err, state)
-        if isinstance(state, bytes):
-            state = ckpt.safe_load(io.BytesIO(state))["learner"]
-        seen.append({"published": published, "version": version,
-                     "recovered": ray.get(self.topology.learner.state_dict.remote())})
-
-    monkeypatch.setattr(sup.Supervisor, "restart_learner", watched)
+    seen = watch_learner_restarts(monkeypatch)
     run = tmp_path / "r"
     killed: list[int] = []
     _kill_when_running("LearnerWorker", 0.0, killed, when=lambda: any(r["learner_updates"] > 0
