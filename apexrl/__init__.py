@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["ApeX", "ApexTrainer", "__version__", "create_env", "train"]
+__all__ = ["ApeX", "ApexTrainer", "__version__", "create_env", "q_network", "train"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,6 +17,10 @@ def __getattr__(name: str) -> Any:
         from apexrl.api import ApeX
 
         return ApeX
+    if name == "q_network":
+        from apexrl.api.agent import q_network
+
+        return q_network
     if name == "ApexTrainer":
         from apexrl.api.trainer import ApexTrainer
 

@@ -147,8 +147,8 @@ def test_an_rllib_experiment_file_runs_each_experiment_to_its_own_stop(capsys, c
 
 def test_an_rllib_key_apexrl_cannot_honour_is_one_line_exit_2_and_no_run_dir(capsys, in_tmp):
     (in_tmp / "rainbow.yaml").write_text("rainbow:\n  env: CartPole-v1\n  run: APEX\n  config:\n"
-                                         "    framework: tf\n    num_atoms: 51\n")
+                                         "    framework: tf\n    lr_schedule: [[0, 0.001]]\n")
     code, err = run_cli(["train", "--config", "rainbow.yaml"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "RLlib key 'num_atoms' = 51 is not supported: distributional DQN" in err
+    assert "RLlib key 'lr_schedule' = [[0, 0.001]] is not supported: learning-rate schedules" in err
     assert not (in_tmp / "runs").exists()

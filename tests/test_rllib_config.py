@@ -115,6 +115,20 @@ MAPPED = [
      {"multiagent.policies": {"a": {"config": {"learner.lr": 0.01}}, "b": {"config": {}}}}),
     ("policy_mapping_fn", "pkg.mod.fn", "APEX", {"multiagent.policy_mapping": "pkg.mod.fn"}),
     ("policies_to_train", ["main"], "APEX", {"multiagent.policies_to_train": ("main",)}),
+    ("num_atoms", 51, "APEX", {"network.distribution": "categorical", "network.num_atoms": 51}),
+    ("v_min", -5, "APEX", {"network.v_min": -5.0}),
+    ("v_max", 5, "APEX", {"network.v_max": 5.0}),
+    ("noisy", True, "APEX", {"network.noisy": True, "actors.epsilon_with_noise": True}),
+    ("sigma0", 0.2, "APEX", {"network.sigma0": 0.2}),
+    ("prioritized_replay_alpha", 0.5, "DQN", {"replay.alpha": 0.5}),
+    ("prioritized_replay_beta", 0.6, "DQN", {"replay.beta": 0.6}),
+    ("prioritized_replay_eps", 1e-5, "DQN", {"replay.priority_eps": 1e-5}),
+    ("final_prioritized_replay_beta", 1.0, "DQN", {"replay.beta_final": 1.0}),
+    # 400k env steps at 8 samples per insert and batch 64 (apexrl's DQN batch, RLlib's unset here)
+    ("prioritized_replay_beta_annealing_timesteps", 400_000, "DQN", {"replay.beta_anneal_updates": 50_000}),
+    ("prioritized_replay", False, "DQN", {"replay.alpha": 0.0}),
+    ("gpu", True, "DQN", {"learner.num_gpus": 1.0, "learner.device": "auto"}),
+    ("model.dim", 42, "DQN", {"env.screen_size": 42}),
 ]
 INERT = [  # accepted, named once, and the config is what it would be without them
     ("framework", "tf"), ("double_q", True), ("actor_hidden_activation", "relu"),
@@ -129,8 +143,8 @@ INERT = [  # accepted, named once, and the config is what it would be without th
     ("exploration_config.scale_timesteps", 10000), ("exploration_config.initial_epsilon", 1.0),
     ("exploration_config.final_epsilon", 0.02), ("exploration_config.epsilon_timesteps", 10000),
     ("explore", True), ("evaluation_num_workers", 1), ("evaluation_num_env_runners", 1),
-    ("min_sample_timesteps_per_iteration", 1000), ("compress_observations", True), ("num_atoms", 1),
-    ("v_min", -10.0), ("v_max", 10.0), ("noisy", False), ("sigma0", 0.5), ("lr_schedule", None),
+    ("min_sample_timesteps_per_iteration", 1000), ("compress_observations", True),
+    ("lr_schedule", None), ("model.grayscale", True), ("model.zero_mean", False),
     ("ignore_worker_failures", True), ("recreate_failed_workers", True), ("restart_failed_env_runners", True),
     ("log_level", "WARN"), ("metrics_num_episodes_for_smoothing", 100),
 ]
@@ -140,7 +154,8 @@ REFUSED = [  # values apexrl cannot honour: one line naming the key
     ("critic_hidden_activation", "elu"), ("use_state_preprocessor", True), ("huber_threshold", 2.0),
     ("replay_buffer_config.replay_sequence_length", 20), ("replay_buffer_config.type", "MyBuffer"),
     ("exploration_config.type", "SoftQ"), ("explore", False), ("evaluation_duration_unit", "timesteps"),
-    ("evaluation_config.explore", True), ("num_atoms", 51), ("noisy", True), ("lr_schedule", [[0, 1e-3]]),
+    ("evaluation_config.explore", True), ("lr_schedule", [[0, 1e-3]]), ("model.zero_mean", True),
+    ("model.grayscale", False),
     ("multiagent", {"policies": {"a": None}, "policy_mapping_fn": "m.f", "observation_fn": "m.g"}),
     ("multiagent", {"policies": ["a", "b"], "policies_to_train": lambda pid, batch: True}), ("metrics_num_episodes_for_smoothing", 10), ("hiddens", [64, 64]),
     ("placement_strategy", "ANYWHERE"),
@@ -324,3 +339,24 @@ def test_the_docs_show_the_mapping_table_the_code_applies():
 
     doc = (Path(__file__).parents[1] / "docs" / "coming-from-rllib.md").read_text()
     assert rllib.table() in doc
+
+
+def test_rllibs_pong_rainbow_file_runs_as_rainbow_here():
+    from apexrl.config import from_dict
+    from apexrl.config.rllib import experiments
+    from apexrl.envs.atari import is_atari
+
+    config = {"num_atoms": 51, "noisy": True, "gamma": 0.99, "lr": 1e-4, "hiddens": [512], "learning_starts": 10000,
+              "buffer_size": 50000, "rollout_fragment_length": 4, "train_batch_size": 32,
+              "exploration_config": {"epsilon_timesteps": 2, "final_epsilon": 0.0},
+              "target_network_update_freq": 500, "prioritized_replay": True, "prioritized_replay_alpha": 0.5,
+              "final_prioritized_replay_beta": 1.0, "prioritized_replay_beta_annealing_timesteps": 400000,
+              "n_step": 3, "gpu": True, "model": {"grayscale": True, "zero_mean": False, "dim": 42}}
+    (name, data), = experiments({"pong-deterministic-rainbow": {"env": "PongDeterministic-v4", "run": "DQN",
+                                                               "stop": {"episode_reward_mean": 20}, "config": config}})
+    cfg = from_dict(data)
+    n = cfg.network
+    assert (n.distribution, n.num_atoms, n.v_min, n.v_max, n.noisy, n.head) == ("categorical", 51, -10.0, 10.0, True, 512)
+    assert cfg.actors.eps_base == 0.0 and cfg.actors.eps_anneal_steps == 2, "epsilon 1 -> 0 in 2 steps: noise explores"
+    assert (cfg.replay.alpha, cfg.replay.beta_final, cfg.replay.capacity) == (0.5, 1.0, 50000)
+    assert cfg.env.screen_size == 42 and is_atari(cfg.env), "gym's Deterministic-v4 ids are Atari games"

@@ -136,10 +136,26 @@ class MaskedQ(nn.Module):
         super().__init__()
         self.codec, self.inner, self.structured_input = codec, inner, structured_input
 
+    def _input(self, rows: torch.Tensor) -> Any:
+        return unpack(self.codec, rows) if self.structured_input else rows
+
     def forward(self, rows: torch.Tensor) -> torch.Tensor:
-        q = self.inner(unpack(self.codec, rows) if self.structured_input else rows)
+        q = self.inner(self._input(rows))
         legal = legal_tensor(self.codec, rows)
         return q if legal is None else q.masked_fill(~legal, MASKED_Q)
+
+    @property
+    def distributional(self) -> bool:
+        return bool(getattr(self.inner, "distributional", False))
+
+    def distribution(self, rows: torch.Tensor) -> torch.Tensor:
+        """A distributional head's raw output [B, A, N], unmasked: the learner takes the chosen and the best
+        legal actions' rows (the latter by ``forward``'s masked means)."""
+        return self.inner.distribution(self._input(rows))  # type: ignore[operator]
+
+    def acting_outputs(self, rows: torch.Tensor) -> torch.Tensor:
+        """Masked Q-values, or a distributional head's unmasked outputs (its policy masks their means)."""
+        return self.inner.acting_outputs(self._input(rows)) if self.distributional else self(rows)  # type: ignore[operator]
 
     def legal_actions(self, rows: np.ndarray) -> np.ndarray | None:
         return self.codec.legal(rows)

@@ -28,7 +28,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from apexrl.agents.dqn.learner import DQNLearner
+from apexrl.agents.dqn.distributional import value_head
+from apexrl.agents.dqn.learner import DistributionalDQNLearner, DQNLearner
+from apexrl.agents.dqn.noisy import has_noise, set_noise
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
 from apexrl.agents.encoders import MaskedQ
 from apexrl.agents.r2d2 import R2D2Builder
@@ -52,6 +54,18 @@ class LoopConfig:
     epsilon_start: float = 1.0
     epsilon_end: float = 0.01  # get_score() counts exploring episodes too: keep the end small
     epsilon_decay_steps: int = 10_000  # stored steps of the linear anneal
+
+
+def _with_head(cfg: Config, model: torch.nn.Module) -> Config:
+    """The config's network.* head keys from a distributional model (``apexrl.q_network(..., distribution=...)``,
+    or a user's model with the same ``kind`` / ``atoms`` / ``v_range`` / ``distribution`` / ``acting_outputs``)."""
+    over: dict[str, Any] = {"network.noisy": has_noise(model)}
+    model = getattr(model, "inner", model)
+    if getattr(model, "distributional", False):
+        lo, hi = getattr(model, "v_range", (cfg.network.v_min, cfg.network.v_max))
+        over.update({"network.distribution": model.kind, "network.num_atoms": int(model.atoms),
+                     "network.v_min": float(lo), "network.v_max": float(hi)})
+    return cfg.replace(**over)
 
 
 def _split(base: Config | None, config: dict[str, Any]) -> tuple[Config, LoopConfig]:
@@ -108,9 +122,13 @@ class ApeX:
             self.writer: NStepBuilder | SequenceWriter = builder.make_writer(self.cfg, self.policy, 1)  # type: ignore[arg-type]
             self.period = builder.replay_units(self.cfg)[0]
         else:
-            self.net = MaskedQ(self.codec, model, structured_input=True) if self.codec is not None else model
-            self.learner = DQNLearner(self.cfg, self.net, optimizer=optimizer)
-            self.policy = EpsilonGreedyPolicy(self.net, n, eps0, self.cfg.seed, r.priority_eps)
+            wrap = self.codec is not None and not isinstance(model, MaskedQ)  # q_network's come masked
+            self.net = MaskedQ(self.codec, model, structured_input=True) if wrap else model
+            self.cfg = _with_head(self.cfg, model)
+            learner = DistributionalDQNLearner if self.cfg.network.distribution != "expectation" else DQNLearner
+            self.learner = learner(self.cfg, self.net, optimizer=optimizer)
+            self.policy = EpsilonGreedyPolicy(self.net, n, eps0, self.cfg.seed, r.priority_eps,
+                                              head=value_head(self.cfg.network))
             self.writer = NStepBuilder(1, self.cfg.learner.n_step, self.cfg.learner.gamma)
         self.replay = PrioritizedReplay(max(1, r.capacity // self.period), alpha=r.alpha, seed=self.cfg.seed)
         self.steps = 0
@@ -128,7 +146,9 @@ class ApeX:
     def select_action(self, state: Any, explore: bool = True) -> int:
         self.policy.exploration[0] = self.epsilon if explore else 0.0
         was_training = self.model.training
+        set_noise(self.model, explore)  # noisy layers explore; greedy play uses their means
         action = int(self.policy.act(self._row(state))[0])
+        set_noise(self.model, True)
         self.model.train(was_training)
         return action
 
@@ -205,3 +225,17 @@ class ApeX:
         if agent.recurrent and state.get("recurrent_state") is not None:
             agent.policy.set_recurrent_state(state["recurrent_state"].numpy())  # type: ignore[attr-defined]
         return agent
+
+
+def q_network(env: gym.Env, seed: int = 0, **network: Any) -> torch.nn.Module:
+    """apexrl's own Q-network for ``env``'s spaces, with ``network.*`` keys as arguments (``distribution=
+    "quantile"``, ``num_atoms=51``, ``noisy=True``, ``torso=(256, 256)``): the model to hand to ``ApeX`` for a
+    distributional or noisy head, which ApeX then trains with that head's loss."""
+    from apexrl.agents.dqn.networks import build_network
+
+    cfg = from_dict({"network": {k: list(v) if isinstance(v, tuple) else v for k, v in network.items()}})
+    torch.manual_seed(seed)
+    space = env.observation_space
+    if codec_of(space) is None and needs_codec(space):
+        raise ConfigError("q_network: wrap a Dict/Discrete-observation env with apexrl.create_env first")
+    return build_network(space, env.action_space, cfg.network)

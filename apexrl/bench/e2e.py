@@ -2,6 +2,7 @@
 
     apexrl bench e2e --seeds 3 --budget-s 600 --peers apexrl,sb3,rllib      # CartPole-v1 to 475 (DQN)
     apexrl bench e2e --config pendulum --seeds 3 --peers apexrl,sb3         # Pendulum-v1 to -200 (DPG vs TD3)
+    apexrl bench e2e --peers apexrl,qrdqn --set network.distribution=quantile   # QR-DQN heads on CartPole
 
 Each (peer, seed) runs alone, one after another (seed by seed: every peer runs seed k before any runs
 seed k+1), in a child process (``--_child``) so that peak RSS is the child's process tree (psutil, sampled
@@ -53,6 +54,8 @@ RLLIB_VENV_HINT = ("RLlib 2.60 pins gymnasium==1.2.2, so give it its own venv: b
 def _skip_reason(peer: str, python: str = sys.executable, task: Task | None = None) -> str | None:
     if peer == "rllib" and task is not None and task.agent == "r2d2":
         return "RLlib 2.60 has no R2D2 (it left RLlib for the unmaintained rllib_contrib); compare with sb3"
+    if peer == "qrdqn" and task is not None and task.preset != "cartpole":
+        return "the qrdqn peer has RL Zoo's settings for CartPole-v1 only"
     if peer == "rllib" and task is not None and task.agent != "dqn":
         return "the rllib peer runs DQN only (RLlib removed Ape-X DDPG); compare continuous control with sb3"
     module = "sb3_contrib" if peer == "sb3" and task is not None and task.agent == "r2d2" else PEERS[peer][0]

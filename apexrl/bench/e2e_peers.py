@@ -1,6 +1,6 @@
 """The peers of ``apexrl bench e2e``, each run in a child process: apexrl (``apexrl train``'s code path),
-Stable-Baselines3 (DQN or TD3, with RL Zoo's settings for the task; RecurrentPPO in ``e2e_recurrent``), RLlib
-DQN. The tasks, clock and shared evaluation are in ``e2e_common``."""
+Stable-Baselines3 (DQN or TD3, with RL Zoo's settings for the task; RecurrentPPO in ``e2e_recurrent``;
+sb3-contrib's QR-DQN on CartPole), RLlib DQN. The tasks, clock and shared evaluation are in ``e2e_common``."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ SB3_ZOO_CARTPOLE: dict[str, Any] = dict(
     exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]),
 )
 SB3_ZOO_TIMESTEPS = 50_000
+# RL Zoo (hyperparams/qrdqn.yml, CartPole-v1, tuned): the DQN settings above, verbatim, with
+# policy_kwargs dict(net_arch=[256, 256], n_quantiles=10); n_timesteps 5e4.
+SB3_ZOO_CARTPOLE_QRDQN: dict[str, Any] = dict(SB3_ZOO_CARTPOLE, policy_kwargs=dict(net_arch=[256, 256], n_quantiles=10))
 
 # RL Zoo (hyperparams/td3.yml, Pendulum-v1), verbatim except n_timesteps (the budget replaces it): policy
 # MlpPolicy, gamma 0.98, buffer_size 200000, learning_starts 10000, noise_type normal, noise_std 0.1,
@@ -164,6 +167,32 @@ def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, override
     return learn_sb3(model, first, tracker, clock, budget, _Cb(), {k: str(v) for k, v in settings.items()})
 
 
+def run_qrdqn(task: Task, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:
+    """sb3-contrib's QR-DQN with RL Zoo's CartPole-v1 settings (the peer of ``network.distribution=quantile``)."""
+    if task.preset != "cartpole":
+        raise ValueError(f"the qrdqn peer has RL Zoo's settings for CartPole-v1 only, not {task.env_id}")
+    import torch
+    from sb3_contrib import QRDQN
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    torch.set_num_threads(1)
+    clock = Clock()
+    tracker = Tracker(task.env_id, task.target, seed, eval_interval, budget, clock)
+
+    class _Cb(BaseCallback):
+        def _on_step(self) -> bool:
+            def act(obs: Any, model: Any = self.model) -> Any:
+                return model.predict(obs, deterministic=True)[0]
+            return not tracker.maybe_eval(self.num_timesteps, act)
+
+    from apexrl.config import EnvConfig
+    from apexrl.envs import make_env
+
+    settings = dict(SB3_ZOO_CARTPOLE_QRDQN)
+    model = QRDQN("MlpPolicy", make_env(EnvConfig(id=task.env_id)), seed=seed, verbose=0, device="cpu", **settings)
+    return learn_sb3(model, SB3_ZOO_TIMESTEPS, tracker, clock, budget, _Cb(), {k: str(v) for k, v in settings.items()})
+
+
 def _unpacked(codec: Any) -> Callable[[Any], Callable[[Any], Any]]:
     """``q_fn`` of the env's own observations -> ``q_fn`` of apexrl's packed rows (the shared evaluation
     plays apexrl's env; SB3 sees the env's own observations, which it one-hot encodes itself)."""
@@ -286,4 +315,5 @@ PEERS: dict[str, tuple[str, Callable[..., dict[str, Any]]]] = {
     "apexrl": ("apexrl", run_apexrl),
     "sb3": ("stable_baselines3", run_sb3),  # r2d2 tasks also need sb3_contrib (the bench extra has both)
     "rllib": ("ray.rllib.algorithms.dqn", run_rllib),
+    "qrdqn": ("sb3_contrib", run_qrdqn),  # CartPole only: RL Zoo's qrdqn.yml
 }

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from apexrl.config.rllib_base import ITERATION_S, Ctx, Key, inert, refuse, same
+from apexrl.config.rllib_heads import HEAD_KEYS
 from apexrl.config.rllib_multiagent import multiagent_section, new_multi_agent
 from apexrl.config.rllib_r2d2 import R2D2_KEYS, replay_sequence_length, train_batch_size
 
@@ -49,6 +50,11 @@ def _envs_per_worker(v: Any, c: Ctx) -> dict[str, Any]:
     if "num_workers" in c.flat:
         return {}  # applied with num_workers
     return {"actors.envs_per_actor": max(1, int(v))}
+
+
+def _beta_anneal(v: Any, c: Ctx) -> dict[str, Any]:
+    spi = float(c.get("training_intensity", None) or 8.0)
+    return {"replay.beta_anneal_updates": max(0, round(int(v) * spi / c.batch_size()))}
 
 
 def _target_freq(v: Any, c: Ctx) -> dict[str, Any]:
@@ -297,6 +303,20 @@ KEYS: list[Key] = [
     same("replay_buffer_config.prioritized_replay_alpha", "replay.alpha"),
     same("replay_buffer_config.prioritized_replay_beta", "replay.beta"),
     same("replay_buffer_config.prioritized_replay_eps", "replay.priority_eps"),
+    same("prioritized_replay_alpha", "replay.alpha", "RLlib's old top-level name"),
+    same("prioritized_replay_beta", "replay.beta", "RLlib's old top-level name"),
+    same("prioritized_replay_eps", "replay.priority_eps", "RLlib's old top-level name"),
+    same("final_prioritized_replay_beta", "replay.beta_final", "beta at the end of its anneal", float),
+    Key("prioritized_replay_beta_annealing_timesteps", "replay.beta_anneal_updates", "env steps, converted to "
+        "learner updates at the run's replay ratio (training_intensity, else replay.samples_per_insert's 8)",
+        _beta_anneal),
+    Key("prioritized_replay", "replay.alpha", "RLlib's old switch: off = alpha 0",
+        lambda v, c: {} if v in (True, None, -1) else {"replay.alpha": 0.0}),
+    _gpus("gpu", "learner"),
+    Key("model.dim", "env.screen_size", "Atari frames' side in pixels", lambda v, c: {"env.screen_size": int(v)}),
+    inert("model.grayscale", "Atari frames are grayscale", ok=bool, refusal="Atari frames here are grayscale"),
+    inert("model.zero_mean", "frames are scaled to [0, 1]", ok=lambda v: not v,
+          refusal="frames are scaled to [0, 1], not centred"),
     _learning_starts("replay_buffer_config.learning_starts"),
     _learning_starts("replay_buffer_config.min_size_for_sampling"),
     _learning_starts("num_steps_sampled_before_learning_starts"),
@@ -343,12 +363,7 @@ KEYS: list[Key] = [
          "reports once per iteration; ApexTrainer.train() runs at least this long", float),
     inert("min_sample_timesteps_per_iteration", "ApexTrainer.train() runs at least this many env steps"),
     inert("compress_observations", "Atari frames are stored once, not per stack (smaller than LZ4 stacks)"),
-    inert("num_atoms", "1 is plain DQN", ok=lambda v: int(v) <= 1, refusal="distributional DQN (num_atoms > 1) is not "
-          "implemented"),
-    inert("v_min", "only used with num_atoms > 1"),
-    inert("v_max", "only used with num_atoms > 1"),
-    inert("noisy", "false is plain layers", ok=lambda v: not v, refusal="noisy networks are not implemented"),
-    inert("sigma0", "only used with noisy networks"),
+    *HEAD_KEYS,
     Key("multiagent", "multiagent.policies, multiagent.policy_mapping, multiagent.policies_to_train",
         "policies (ids, PolicySpec or (cls, obs_space, act_space, config): apexrl's own agent per policy, the "
         "spaces checked, the config overriding the run's), policy_mapping_fn, policies_to_train (a list)",

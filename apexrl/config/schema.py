@@ -69,6 +69,14 @@ class NetworkConfig:
     head: int = 64  # hidden units of each head stream (dueling value and advantage); 64 keeps an update
     #                 cheap (one 256x256 matmul per pass dominates) without costing CartPole solves
     dueling: bool = True  # dueling head (Wang et al., 2016)
+    distribution: str = "expectation"  # expectation | categorical | quantile (agent dqn): the head learns Q
+    #                                    itself, C51's distribution over fixed returns, or QR-DQN's quantiles
+    num_atoms: int = 51  # atoms (categorical) or quantiles (quantile); C51's 51
+    v_min: float = -10.0  # the categorical support's ends: returns beyond them are clipped to them, so they
+    v_max: float = 10.0  #   must cover the env's discounted returns (C51's +-10 suits clipped Atari rewards)
+    noisy: bool = False  # factorised Gaussian noisy layers in the head (Fortunato et al., 2018): exploration
+    #                      the network learns; the actors' epsilons are then 0 unless actors.epsilon_with_noise
+    sigma0: float = 0.5  # initial noise scale of a noisy layer, sigma0 / sqrt(fan_in) per weight (the paper's)
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,8 @@ class ActorsConfig:
     #                      machine, cuda leaves the actors' cores to the emulators. On the CPU (and with auto),
     #                      the built-in MLP acts in numpy: an actor then never loads torch (~150 MB, ~1 s less)
     num_gpus: float = 0.0  # Ray GPUs per actor; a fraction lets many actors share the learner's GPU
+    epsilon_with_noise: bool = False  # with network.noisy, keep Ape-X's epsilons as well (RLlib's APEX does);
+    #                                   off, the noise alone explores, as in Rainbow
     precision: str = "float32"  # float32 | bfloat16 | auto: the actors' forward passes (DQN); bfloat16 is ~1.3x
     #                             faster for a conv net on CPUs with AVX512-BF16 or AMX, Q-values (so priorities)
     #                             good to ~1%; auto = bfloat16 where the actor's CPU has it natively, else float32

@@ -16,6 +16,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "agent": AGENTS,
     "network.kind": ("auto", "mlp", "nature_cnn", "minatar"),
     "network.activation": ("relu", "tanh", "linear"),
+    "network.distribution": ("expectation", "categorical", "quantile"),
     "env.vector": ("auto", "gymnasium", "ale"),
     "env.non_finite": ("stop", "drop"),
     "env.action_mask": ("auto", "observation", "info", "none"),
@@ -59,6 +60,7 @@ def validate(cfg: Config) -> Config:
     _check(all(h >= 1 for h in cfg.network.torso), "network.torso", list(cfg.network.torso),
            "a list of positive integers (layer widths)")
     _check(cfg.network.head >= 1, "network.head", cfg.network.head, "an integer >= 1")
+    _check_head(cfg)
     _check(a.num_actors is None or a.num_actors >= 1, "actors.num_actors", a.num_actors,
            "an integer >= 1, or null for one per CPU core")
     _check(a.envs_per_actor >= 1, "actors.envs_per_actor", a.envs_per_actor, "an integer >= 1")
@@ -167,6 +169,20 @@ def validate(cfg: Config) -> Config:
         _check(bool(cfg.name) and "/" not in cfg.name and cfg.name not in (".", ".."), "name", cfg.name,
                "a non-empty name without '/'")
     return cfg
+
+
+def _check_head(cfg: Config) -> None:
+    n = cfg.network
+    if n.distribution != "expectation":
+        _check(n.num_atoms >= 2, "network.num_atoms", n.num_atoms, f"an integer >= 2 with network.distribution="
+               f"{n.distribution}")
+        _check(cfg.agent == "dqn", "network.distribution", n.distribution,
+               f"expectation with agent '{cfg.agent}' (distributional heads are for agent dqn)")
+    if n.distribution == "categorical":
+        _check(n.v_min < n.v_max, "network.v_max", n.v_max, f"a number > network.v_min ({n.v_min})")
+    _check(n.sigma0 > 0, "network.sigma0", n.sigma0, "a number > 0 (the paper's 0.5)")
+    _check(not n.noisy or cfg.agent == "dqn", "network.noisy", n.noisy,
+           f"false with agent '{cfg.agent}' (noisy layers are for agent dqn)")
 
 
 def _check_r2d2(cfg: Config) -> None:

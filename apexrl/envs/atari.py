@@ -81,7 +81,9 @@ def ale_kwargs(cfg: EnvConfig) -> dict[str, Any]:
 def is_atari(cfg: EnvConfig) -> bool:
     if cfg.atari is not None:
         return cfg.atari
-    return cfg.id.startswith("ALE/") or "NoFrameskip" in cfg.id
+    # gym's v4 ids: XNoFrameskip-v4, and XDeterministic-v4 (RLlib's tuned files): its fixed 4-frame skip is the
+    # preprocessing's frame_skip here (ale_kwargs makes the emulator skip none)
+    return cfg.id.startswith("ALE/") or "NoFrameskip" in cfg.id or "Deterministic-v" in cfg.id
 
 
 def frame_stacked(cfg: EnvConfig) -> bool:

@@ -15,13 +15,16 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 
 from apexrl.envs.contract import EnvContractError
 from apexrl.runtime.supervisor import Supervisor
 from apexrl.runtime.topology import Topology
 
 log = logging.getLogger(__name__)
+# A call whose worker died: its error, or (the worker killed between finishing and handing the result over)
+# its result lost with the worker that owned it (OwnerDiedError, an ObjectLostError)
+DIED = (RayActorError, RayTaskError, ObjectLostError)
 
 LEARNER_CHUNK_S = 0.25
 LIVENESS_S = 0.5  # how often the actors' loop references are looked at
@@ -77,7 +80,7 @@ class Fleet:
         ref, self.learner_ref = self.learner_ref, None
         try:
             res = ray.get(ref)
-        except (RayActorError, RayTaskError) as e:
+        except DIED as e:
             self.supervisor.restart_learner(e, self.learner_state())
         else:
             self.supervisor.learner_ok()
@@ -94,7 +97,7 @@ class Fleet:
             i = self.runs.pop(ref)
             try:
                 self.ended[i] = ray.get(ref)
-            except (RayActorError, RayTaskError) as e:
+            except DIED as e:
                 inner = getattr(e, "cause", None)
                 if isinstance(inner, EnvContractError):
                     self.env_failure = str(inner)
@@ -147,7 +150,7 @@ class Fleet:
             if ray.wait([self.learner_ref], timeout=timeout_s)[0]:
                 try:
                     self.on_learner(ray.get(self.learner_ref))
-                except (RayActorError, RayTaskError):
+                except DIED:
                     pass
             self.learner_ref = None
 
@@ -166,5 +169,5 @@ class Fleet:
             try:
                 if ray.get(ref) is False:
                     log.warning("an actor did not stand still within its pause's timeout")
-            except (RayActorError, RayTaskError) as e:
+            except DIED as e:
                 log.warning("an actor did not %s: %s", method, type(e).__name__)

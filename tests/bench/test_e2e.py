@@ -36,3 +36,17 @@ def test_missing_rllib_interpreter_is_a_skip_that_says_how_to_make_the_venv():
 def test_rllib_is_skipped_with_the_reason_for_continuous_control_tasks():
     why = e2e._skip_reason("rllib", sys.executable, e2e.TASKS["pendulum"])
     assert why is not None and "DQN only" in why
+
+
+def test_the_qrdqn_peer_is_skipped_with_the_reason_outside_cartpole():
+    why = e2e._skip_reason("qrdqn", sys.executable, e2e.TASKS["minatar"])
+    assert why is not None and "CartPole-v1 only" in why
+
+
+def test_the_qrdqn_peer_reads_rl_zoos_cartpole_file():
+    from apexrl.bench.e2e_peers import SB3_ZOO_CARTPOLE, SB3_ZOO_CARTPOLE_QRDQN
+
+    # hyperparams/qrdqn.yml, CartPole-v1: dqn.yml's settings plus n_quantiles 10
+    assert SB3_ZOO_CARTPOLE_QRDQN["policy_kwargs"] == {"net_arch": [256, 256], "n_quantiles": 10}
+    assert {k: v for k, v in SB3_ZOO_CARTPOLE_QRDQN.items() if k != "policy_kwargs"} == {
+        k: v for k, v in SB3_ZOO_CARTPOLE.items() if k != "policy_kwargs"}

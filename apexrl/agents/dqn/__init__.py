@@ -9,10 +9,11 @@ import gymnasium as gym
 import numpy as np
 
 from apexrl.agents.base import ModelFactory, Policy, seeded_network
+from apexrl.agents.dqn.distributional import value_head
 from apexrl.agents.dqn.exploration import actor_exploration
 from apexrl.agents.dqn.numpy_q import NumpyQNetwork, numpy_acting, numpy_q_network
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
-from apexrl.config import Config
+from apexrl.config import Config, ConfigError
 from apexrl.envs import EnvSpecError
 from apexrl.envs.spaces import codec_of
 from apexrl.replay.nstep import NStepBuilder
@@ -41,6 +42,11 @@ class DQNBuilder:
 
         codec = codec_of(observation_space)
         if model_factory is not None:
+            n = cfg.network
+            if n.distribution != "expectation" or n.noisy:
+                key = "network.noisy=true" if n.noisy else f"network.distribution={n.distribution}"
+                raise ConfigError(f"{key} builds apexrl's own head; a custom model returns Q-values only "
+                                  "(drop the model or the setting)")
             if codec is not None:  # the user's model gets the structure; masks apply to what it returns
                 return MaskedQ(codec, model_factory(codec.space, action_space), structured_input=True)
             return model_factory(observation_space, action_space)
@@ -61,19 +67,22 @@ class DQNBuilder:
                           key_capacity: int = 0) -> EpsilonGreedyPolicy:
         a = cfg.actors
         eps, anneal = actor_exploration(a, actor_index, num_actors, num_envs)
+        if cfg.network.noisy and not a.epsilon_with_noise:  # the noisy layers explore (Rainbow)
+            eps, anneal = np.zeros_like(eps), None
         device: Any = "cpu"
         if not isinstance(network, NumpyQNetwork):
             from apexrl.agents.torch_utils import resolve_device
 
             device = resolve_device(a.device, "actors")
         return EpsilonGreedyPolicy(network, int(action_space.n), eps, seed,  # type: ignore[attr-defined]
-                                   cfg.replay.priority_eps, key_capacity, a.precision, device, anneal)
+                                   cfg.replay.priority_eps, key_capacity, a.precision, device, anneal,
+                                   value_head(cfg.network))
 
     def make_eval_policy(self, cfg: Config, network: Any, action_space: gym.Space, num_envs: int,
                          seed: int, explore: float | None = None) -> EpsilonGreedyPolicy:
         eps = cfg.evaluation.epsilon if explore is None else explore
         return EpsilonGreedyPolicy(network, int(action_space.n), np.full(num_envs, eps),  # type: ignore[attr-defined]
-                                   seed, cfg.replay.priority_eps)
+                                   seed, cfg.replay.priority_eps, head=value_head(cfg.network), noise=False)
 
     def make_writer(self, cfg: Config, policy: Policy, num_envs: int) -> NStepBuilder:
         return NStepBuilder(num_envs, cfg.learner.n_step, cfg.learner.gamma)
@@ -88,4 +97,9 @@ class DQNBuilder:
         from apexrl.agents.dqn.learner import DQNLearner
 
         torch.manual_seed(cfg.seed)
-        return DQNLearner(cfg, self.make_network(cfg, observation_space, action_space, model_factory), device)
+        net = self.make_network(cfg, observation_space, action_space, model_factory)
+        if cfg.network.distribution != "expectation":
+            from apexrl.agents.dqn.learner import DistributionalDQNLearner
+
+            return DistributionalDQNLearner(cfg, net, device)
+        return DQNLearner(cfg, net, device)

@@ -13,6 +13,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from apexrl.agents.dqn.distributional import (
+    LOG_FLOOR,
+    project_categorical,
+    quantile_huber,
+    quantile_midpoints,
+    support,
+)
 from apexrl.agents.torch_utils import UpdateCounters, resolve_device, to_device, zero_grad
 from apexrl.config import Config
 from apexrl.core import state_dict_to_numpy
@@ -51,12 +58,7 @@ class DQNLearner(UpdateCounters):
         """One gradient step. Returns (new priorities |TD| + eps, metrics); priorities are None when the
         update was skipped because the loss or gradients were not finite."""
         lc = self.cfg.learner
-        obs = self._tensor(batch["obs"])
-        next_obs = self._tensor(batch["next_obs"])
-        action = self._tensor(batch["action"], torch.int64)
-        reward = self._tensor(batch["reward"], torch.float32)
-        discount = self._tensor(batch["discount"], torch.float32)
-        w = self._tensor(np.asarray(weights), torch.float32)
+        obs, next_obs, action, reward, discount, w = self._batch(batch, weights)
 
         # The bootstrap half runs without autograd: one shared forward over [obs; next_obs] would make the
         # backward pass twice as wide for gradients that are thrown away (~25% of a CartPole update).
@@ -82,6 +84,11 @@ class DQNLearner(UpdateCounters):
             "is_weight_mean": float(w.mean()),
         }
         return prios, metrics
+
+    def _batch(self, batch: dict[str, np.ndarray], weights: np.ndarray) -> tuple[torch.Tensor, ...]:
+        return (self._tensor(batch["obs"]), self._tensor(batch["next_obs"]), self._tensor(batch["action"], torch.int64),
+                self._tensor(batch["reward"], torch.float32), self._tensor(batch["discount"], torch.float32),
+                self._tensor(np.asarray(weights), torch.float32))
 
     def _optimize(self, loss: torch.Tensor) -> tuple[torch.Tensor | None, str]:
         """Backward, clip, step, count, copy the target on schedule: (the gradient norm, ""), or (None, what was
@@ -121,3 +128,46 @@ class DQNLearner(UpdateCounters):
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
         self._load_counters(state)
+
+
+class DistributionalDQNLearner(DQNLearner):
+    """Double DQN over return distributions: the online network's means pick the next action (legal ones
+    only), the target network's distribution for it makes the target, C51's projection (cross-entropy loss)
+    or QR-DQN's quantile Huber loss trains, and the per-sample loss is the new priority (for C51 its KL part,
+    the cross-entropy less the target's entropy, as Rainbow prioritizes)."""
+
+    def __init__(self, cfg: Config, net: torch.nn.Module, device: str | None = None, optimizer: Any = None) -> None:
+        super().__init__(cfg, net, device, optimizer)
+        n = cfg.network
+        self.kind = n.distribution
+        self.z = torch.as_tensor(support(n.v_min, n.v_max, n.num_atoms), device=self.device)
+        self.taus = torch.as_tensor(quantile_midpoints(n.num_atoms), device=self.device)
+
+    def update(self, batch: dict[str, np.ndarray], weights: np.ndarray) -> tuple[np.ndarray | None, dict[str, float]]:
+        obs, next_obs, action, reward, discount, w = self._batch(batch, weights)
+        rows = torch.arange(len(action), device=self.device)
+        with torch.no_grad():
+            best = self.net(next_obs).argmax(dim=1)
+            next_raw = self.target.distribution(next_obs)[rows, best]  # type: ignore[operator]
+            if self.kind == "categorical":
+                target = project_categorical(torch.softmax(next_raw, dim=-1), reward, discount, self.z, xp=torch)
+            else:
+                target = reward[:, None] + discount[:, None] * next_raw
+        raw = self.net.distribution(obs)[rows, action]  # type: ignore[operator]
+        if self.kind == "categorical":
+            elementwise = -(target * torch.log_softmax(raw, dim=-1)).sum(dim=1)
+            q_sa = torch.softmax(raw.detach(), dim=-1) @ self.z
+        else:
+            elementwise = quantile_huber(raw, target, self.taus, xp=torch)
+            q_sa = raw.detach().mean(dim=1)
+        loss = (w * elementwise).mean()
+        grad_norm, bad = self._optimize(loss)
+        if grad_norm is None:
+            return self._skip(bad)
+        per_sample = elementwise.detach()
+        if self.kind == "categorical":  # the KL term (Rainbow): 0 where the prediction is the target
+            per_sample = (per_sample + (target * torch.log(target.clamp_min(LOG_FLOOR))).sum(dim=1)).clamp_min(0.0)
+        prios = (per_sample + self.cfg.replay.priority_eps).double().cpu().numpy()
+        return prios, {"loss": float(loss.detach()), "q_mean": float(q_sa.mean()),
+                       "td_abs_mean": float(per_sample.mean()), "grad_norm": float(grad_norm),
+                       "is_weight_mean": float(w.mean())}

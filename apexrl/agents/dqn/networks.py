@@ -1,4 +1,4 @@
-"""Q-networks: an MLP or Nature-CNN torso under a dueling head.
+"""Q-networks: an MLP or Nature-CNN torso under a dueling head (noisy, distributional where asked).
 
 A network maps a batch of observations to Q-values ``[B, num_actions]``. Image observations stay uint8
 until the network scales them, so replay and Ray transfers carry 1 byte per pixel.
@@ -6,28 +6,43 @@ until the network scales them, so replay and Ray transfers carry 1 byte per pixe
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
+from apexrl.agents.dqn.distributional import support
+from apexrl.agents.dqn.noisy import NoisyLinear
 from apexrl.agents.dqn.numpy_q import torso_kind
 from apexrl.agents.encoders import MaskedQ, StructuredEncoder
 from apexrl.config import NetworkConfig
 from apexrl.envs.spaces import ObservationCodec, codec_of
 
 
-class DuelingHead(nn.Module):
-    """Q(s, a) = V(s) + A(s, a) - mean_a A(s, a)  (Wang et al., 2016, eq. 9)."""
+def linear_layer(noisy: bool, sigma0: float) -> Callable[[int, int], nn.Module]:
+    return (lambda i, o: NoisyLinear(i, o, sigma0)) if noisy else nn.Linear
 
-    def __init__(self, in_features: int, num_actions: int, hidden: int) -> None:
+
+class DuelingHead(nn.Module):
+    """Q(s, a) = V(s) + A(s, a) - mean_a A(s, a)  (Wang et al., 2016, eq. 9); with ``atoms`` > 1 the same per
+    atom, over distributions' logits or quantiles, as Rainbow does."""
+
+    def __init__(self, in_features: int, num_actions: int, hidden: int, atoms: int = 1, noisy: bool = False,
+                 sigma0: float = 0.5) -> None:
         super().__init__()
-        self.value = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, 1))
-        self.advantage = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_actions))
+        lin = linear_layer(noisy, sigma0)
+        self.num_actions, self.atoms = num_actions, atoms
+        self.value = nn.Sequential(lin(in_features, hidden), nn.ReLU(), lin(hidden, atoms))
+        self.advantage = nn.Sequential(lin(in_features, hidden), nn.ReLU(), lin(hidden, num_actions * atoms))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         adv = self.advantage(h)
-        return self.value(h) + adv - adv.mean(dim=1, keepdim=True)
+        if self.atoms == 1:
+            return self.value(h) + adv - adv.mean(dim=1, keepdim=True)
+        adv = adv.view(-1, self.num_actions, self.atoms)
+        return self.value(h).unsqueeze(1) + adv - adv.mean(dim=1, keepdim=True)
 
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "linear": nn.Identity}
@@ -81,19 +96,49 @@ class MinAtarTorso(nn.Module):
 
 
 class QNetwork(nn.Module):
-    """Torso -> (dueling or plain) head with ``head_hidden`` units per stream."""
+    """Torso -> (dueling or plain) head with ``head_hidden`` units per stream. ``forward`` gives Q-values
+    [B, A] whatever the head; a distributional head (``distributional.py``) also gives its raw output [B, A, N]
+    (``distribution``: C51's logits or QR-DQN's quantiles) and what actors need (``acting_outputs``)."""
 
-    def __init__(self, torso: nn.Module, out_features: int, num_actions: int, head_hidden: int, dueling: bool):
+    def __init__(self, torso: nn.Module, out_features: int, num_actions: int, head_hidden: int, dueling: bool,
+                 net: NetworkConfig | None = None) -> None:
         super().__init__()
         self.torso = torso
+        self.kind = net.distribution if net is not None else "expectation"
+        self.distributional = self.kind != "expectation"
+        atoms = net.num_atoms if self.distributional else 1  # type: ignore[union-attr]
+        noisy, sigma0 = (net.noisy, net.sigma0) if net is not None else (False, 0.5)
+        self.num_actions, self.atoms = num_actions, atoms
+        self.v_range = (net.v_min, net.v_max) if net is not None else (-10.0, 10.0)
         if dueling:
-            self.head: nn.Module = DuelingHead(out_features, num_actions, head_hidden)
+            self.head: nn.Module = DuelingHead(out_features, num_actions, head_hidden, atoms, noisy, sigma0)
         else:
-            self.head = nn.Sequential(nn.Linear(out_features, head_hidden), nn.ReLU(),
-                                      nn.Linear(head_hidden, num_actions))
+            lin = linear_layer(noisy, sigma0)
+            self.head = nn.Sequential(lin(out_features, head_hidden), nn.ReLU(),
+                                      lin(head_hidden, num_actions * atoms))
+        if self.kind == "categorical":
+            self.register_buffer("z", torch.as_tensor(support(net.v_min, net.v_max, atoms)),  # type: ignore[union-attr]
+                                 persistent=False)
+
+    def distribution(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.torso(x)).view(-1, self.num_actions, self.atoms)
+
+    def q_from(self, raw: torch.Tensor) -> torch.Tensor:
+        if self.kind == "categorical":
+            return torch.softmax(raw, dim=-1) @ self.z
+        return raw.mean(dim=-1)
+
+    def acting_outputs(self, x: torch.Tensor) -> torch.Tensor:
+        """Q-values, or C51's probabilities / the quantiles per action (``distributional.ValueHead``)."""
+        if not self.distributional:
+            return self(x)
+        raw = self.distribution(x)
+        return torch.softmax(raw, dim=-1) if self.kind == "categorical" else raw
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.torso(x))
+        if not self.distributional:
+            return self.head(self.torso(x))
+        return self.q_from(self.distribution(x))
 
 
 class StructuredTorso(nn.Module):
@@ -131,6 +176,6 @@ def build_network(observation_space: gym.Space, action_space: gym.Space, cfg: Ne
         raise ValueError(f"DQN needs a discrete action space, got {action_space}")
     n = int(action_space.n)
     torso = build_torso(observation_space, cfg)
-    q = QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling)  # type: ignore[arg-type]
+    q = QNetwork(torso, torso.out_features, n, cfg.head, cfg.dueling, cfg)  # type: ignore[arg-type]
     codec = codec_of(observation_space)
     return MaskedQ(codec, q, structured_input=False) if codec is not None else q

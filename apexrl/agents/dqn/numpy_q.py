@@ -58,36 +58,55 @@ _ACT = {"relu": lambda x: np.maximum(x, 0.0, out=x), "tanh": lambda x: np.tanh(x
 
 @dataclass
 class _Layer:
-    name: str  # the torch module's prefix: "<name>.weight", "<name>.bias"
+    name: str  # the torch module's prefix: "<name>.weight", "<name>.bias" (noisy: "<name>.weight_mu", ...)
     fan_in: int
     fan_out: int
+    noisy: bool = False
+
+
+def _noise(rng: np.random.Generator, n: int) -> np.ndarray:
+    x = rng.standard_normal(n).astype(np.float32)
+    return np.sign(x) * np.sqrt(np.abs(x))
 
 
 class NumpyQNetwork:
-    """Q-values ``[B, num_actions]`` (float32) of the dueling or plain head over the MLP torso."""
+    """The head's outputs [B, A] (Q) or [B, A, N] (C51's probabilities, QR-DQN's quantiles), float32, of the
+    dueling or plain head over the MLP torso; noisy head layers (``noisy.py``) sample fresh noise per call
+    while ``noise`` is on."""
 
     def __init__(self, in_features: int, num_actions: int, net: NetworkConfig, seed: int) -> None:
         self.activation = _ACT[net.activation]
         self.dueling = net.dueling
+        self.kind = net.distribution
+        self.atoms = net.num_atoms if self.kind != "expectation" else 1
+        self.num_actions = num_actions
+        self.noise = net.noisy
+        self.rng = np.random.default_rng(seed + 7919)
         self.torso: list[_Layer] = []
         width = in_features
         for i, h in enumerate(net.torso):
             self.torso.append(_Layer(f"torso.net.{1 + 2 * i}", width, h))  # net.0 is the Flatten
             width = h
+        n, k, noisy = self.atoms, num_actions * self.atoms, net.noisy
         if net.dueling:
-            self.value = [_Layer("head.value.0", width, net.head), _Layer("head.value.2", net.head, 1)]
-            self.advantage = [_Layer("head.advantage.0", width, net.head),
-                              _Layer("head.advantage.2", net.head, num_actions)]
+            self.value = [_Layer("head.value.0", width, net.head, noisy), _Layer("head.value.2", net.head, n, noisy)]
+            self.advantage = [_Layer("head.advantage.0", width, net.head, noisy),
+                              _Layer("head.advantage.2", net.head, k, noisy)]
         else:
-            self.value, self.advantage = [], [_Layer("head.0", width, net.head),
-                                              _Layer("head.2", net.head, num_actions)]
+            self.value, self.advantage = [], [_Layer("head.0", width, net.head, noisy),
+                                              _Layer("head.2", net.head, k, noisy)]
         rng = np.random.default_rng(seed)
         self.params: dict[str, np.ndarray] = {}
         for layer in self.torso + self.value + self.advantage:  # torch.nn.Linear's default initialisation
             bound = 1.0 / np.sqrt(layer.fan_in)
-            self.params[f"{layer.name}.weight"] = rng.uniform(-bound, bound, (layer.fan_out, layer.fan_in)).astype(
-                np.float32)
-            self.params[f"{layer.name}.bias"] = rng.uniform(-bound, bound, layer.fan_out).astype(np.float32)
+            w, b = (f"{layer.name}.weight_mu", f"{layer.name}.bias_mu") if layer.noisy else (
+                f"{layer.name}.weight", f"{layer.name}.bias")
+            self.params[w] = rng.uniform(-bound, bound, (layer.fan_out, layer.fan_in)).astype(np.float32)
+            self.params[b] = rng.uniform(-bound, bound, layer.fan_out).astype(np.float32)
+            if layer.noisy:
+                self.params[f"{layer.name}.weight_sigma"] = np.full((layer.fan_out, layer.fan_in),
+                                                                    net.sigma0 * bound, np.float32)
+                self.params[f"{layer.name}.bias_sigma"] = np.full(layer.fan_out, net.sigma0 * bound, np.float32)
 
     def load(self, weights: Weights) -> None:
         """Take the learner's published weights; a mismatch names the first key that does not fit."""
@@ -104,19 +123,31 @@ class NumpyQNetwork:
         return {k: v.copy() for k, v in self.params.items()}
 
     def _linear(self, x: np.ndarray, layer: _Layer) -> np.ndarray:
-        y = x @ self.params[f"{layer.name}.weight"].T
-        y += self.params[f"{layer.name}.bias"]
-        return y
+        if not layer.noisy:
+            y = x @ self.params[f"{layer.name}.weight"].T
+            y += self.params[f"{layer.name}.bias"]
+            return y
+        p = f"{layer.name}."
+        if not self.noise:
+            return x @ self.params[p + "weight_mu"].T + self.params[p + "bias_mu"]
+        eps_in, eps_out = _noise(self.rng, layer.fan_in), _noise(self.rng, layer.fan_out)
+        w = self.params[p + "weight_mu"] + self.params[p + "weight_sigma"] * np.outer(eps_out, eps_in)
+        return x @ w.T + (self.params[p + "bias_mu"] + self.params[p + "bias_sigma"] * eps_out)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         h = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
         for layer in self.torso:
             h = self.activation(self._linear(h, layer))
         adv = self._linear(np.maximum(self._linear(h, self.advantage[0]), 0.0), self.advantage[1])
-        if not self.dueling:
-            return adv
-        value = self._linear(np.maximum(self._linear(h, self.value[0]), 0.0), self.value[1])
-        return value + adv - adv.mean(axis=1, keepdims=True)
+        if self.atoms > 1:
+            adv = adv.reshape(len(h), self.num_actions, self.atoms)
+        if self.dueling:
+            value = self._linear(np.maximum(self._linear(h, self.value[0]), 0.0), self.value[1])
+            adv = (value[:, None, :] if self.atoms > 1 else value) + adv - adv.mean(axis=1, keepdims=True)
+        if self.kind == "categorical":
+            e = np.exp(adv - adv.max(axis=-1, keepdims=True))
+            return e / e.sum(axis=-1, keepdims=True)
+        return adv
 
 
 def numpy_q_network(cfg: Config, observation_space: gym.Space, action_space: gym.Space, seed: int) -> NumpyQNetwork:

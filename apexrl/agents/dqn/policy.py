@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from apexrl.agents.dqn.distributional import ValueHead
 from apexrl.core import Batch, Weights
 
 
@@ -27,24 +28,17 @@ class QFunction(Protocol):
     def load(self, weights: Weights) -> None: ...
 
 
-def td_priorities(q: np.ndarray, q_next: np.ndarray, action: np.ndarray, reward: np.ndarray,
-                  discount: np.ndarray, eps: float) -> np.ndarray:
-    """|R + discount * max_a Q(s', a) - Q(s, a)| + eps with the actor's own network."""
-    q_sa = np.take_along_axis(q, np.asarray(action, dtype=np.int64).reshape(-1, 1), axis=1)[:, 0]
-    target = reward.astype(np.float64) + discount.astype(np.float64) * q_next.max(axis=1)
-    return np.abs(target - q_sa) + eps
-
-
-def as_q_function(net: Any, precision: str = "float32", device: Any = "cpu") -> QFunction:
+def as_q_function(net: Any, precision: str = "float32", device: Any = "cpu", noise: bool = True) -> QFunction:
     """``net`` itself where it computes numpy Q-values already, else a torch network wrapped (torch is
-    imported only then)."""
+    imported only then). ``noise``: noisy layers explore (actors) or play their means (evaluations)."""
     from apexrl.agents.dqn.numpy_q import NumpyQNetwork
 
     if isinstance(net, NumpyQNetwork):
+        net.noise = noise
         return net
     from apexrl.agents.dqn.torch_q import TorchQ
 
-    return TorchQ(net, precision, device)
+    return TorchQ(net, precision, device, noise)
 
 
 class EpsilonGreedyPolicy:
@@ -52,12 +46,15 @@ class EpsilonGreedyPolicy:
 
     def __init__(self, net: Any, num_actions: int, epsilons: np.ndarray, seed: int,
                  priority_eps: float, key_capacity: int = 0, precision: str = "float32",
-                 device: Any = "cpu", anneal: tuple[float, int, int] | None = None) -> None:
+                 device: Any = "cpu", anneal: tuple[float, int, int] | None = None,
+                 head: ValueHead | None = None, noise: bool = True) -> None:
         """``net``: a numpy MLP or a torch network (see :func:`as_q_function`). ``anneal``: (start epsilon,
         env steps over all actors, number of actors): each slot's epsilon falls linearly from start to its
-        own as the run's env steps grow (RLlib's EpsilonGreedy)."""
+        own as the run's env steps grow (RLlib's EpsilonGreedy). ``head``: what the network's outputs are
+        (``distributional.py``; plain Q-values by default)."""
         self.net = net
-        self.q = as_q_function(net, precision, device)
+        self.q = as_q_function(net, precision, device, noise)
+        self.head = head if head is not None else ValueHead()
         self.num_actions = num_actions
         self.final = np.asarray(epsilons, dtype=np.float64)
         self.exploration = self.final.copy()
@@ -68,7 +65,8 @@ class EpsilonGreedyPolicy:
         self.rng = np.random.default_rng(seed)
         self.priority_eps = priority_eps
         self._ring_size = max(1, key_capacity)
-        self._qring = np.zeros((self._ring_size, num_actions), dtype=np.float32)
+        atoms = (self.head.atoms,) if self.head.distributional else ()
+        self._qring = np.zeros((self._ring_size, num_actions, *atoms), dtype=np.float32)
         self._owner = np.full(self._ring_size, -1, dtype=np.int64)
         self._fresh: tuple[np.ndarray, np.ndarray] | None = None  # precomputed for the next act
         self._legal = getattr(self.q, "legal_actions", None)  # action masks (apexrl.agents.encoders.MaskedQ)
@@ -97,7 +95,12 @@ class EpsilonGreedyPolicy:
         """Stateless: nothing to forget at an episode's end."""
 
     def _q_values(self, obs: np.ndarray) -> np.ndarray:
+        """The network's outputs: Q-values, or a distributional head's per-atom outputs."""
         return self.q(obs)
+
+    def _legal_next(self, obs: np.ndarray) -> np.ndarray | None:
+        """Legal actions where the head's outputs are not masked already (distributional heads)."""
+        return self._legal(obs) if self.head.distributional and self._legal is not None else None
 
     def set_weights(self, weights: Weights) -> None:
         self.q.load(weights)
@@ -116,7 +119,11 @@ class EpsilonGreedyPolicy:
             if keys is not None:
                 self._store(keys, q)
         self._fresh = None
-        greedy = q.argmax(axis=1)
+        values = self.head.q(q)
+        legal_q = self._legal_next(obs)
+        if legal_q is not None:
+            values = np.where(legal_q, values, -np.inf)
+        greedy = values.argmax(axis=1)
         if self.anneal is not None:
             self._local += len(greedy)
             self._anneal()
@@ -134,11 +141,11 @@ class EpsilonGreedyPolicy:
     def priorities(self, batch: Batch) -> np.ndarray:
         B = len(batch["action"])
         q_all = self._q_values(np.concatenate([batch["obs"], batch["next_obs"]]))
-        return td_priorities(q_all[:B], q_all[B:], batch["action"], batch["reward"], batch["discount"],
-                             self.priority_eps)
+        return self.head.priorities(q_all[:B], q_all[B:], batch["action"], batch["reward"], batch["discount"],
+                                    self.priority_eps, self._legal_next(batch["next_obs"]))
 
     def remember(self, obs: np.ndarray, keys: np.ndarray, bootstrap: np.ndarray) -> None:
-        q = np.zeros((len(keys), self.num_actions), dtype=np.float32)
+        q = np.zeros((len(keys), *self._qring.shape[1:]), dtype=np.float32)
         if bootstrap.any():
             q[bootstrap] = self._q_values(obs[bootstrap])
         self._store(keys, q)
@@ -155,7 +162,5 @@ class EpsilonGreedyPolicy:
                          discount: np.ndarray, next_keys: np.ndarray) -> np.ndarray:
         if not (self.knows(obs_keys) and self.knows(next_keys)):
             raise RuntimeError("actor Q-value ring overwritten before send; this is a bug (ring too small)")
-        q_sa = self._qring[obs_keys % self._ring_size, action].astype(np.float64)
-        q_next = self._qring[next_keys % self._ring_size].max(axis=1).astype(np.float64)
-        target = reward.astype(np.float64) + discount.astype(np.float64) * q_next
-        return np.abs(target - q_sa) + self.priority_eps
+        return self.head.priorities(self._qring[obs_keys % self._ring_size], self._qring[next_keys % self._ring_size],
+                                    action, reward, discount, self.priority_eps)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from apexrl.agents.dqn.noisy import set_noise
 from apexrl.core import Weights, load_numpy_state_dict
 
 
@@ -21,12 +22,16 @@ def _native_bf16() -> bool:
 
 
 class TorchQ:
-    """Q-values as float32 numpy arrays on the CPU, whatever device and precision the forward pass ran in."""
+    """Q-values (a distributional head's per-atom outputs) as float32 numpy arrays on the CPU, whatever device and
+    precision the forward pass ran in."""
 
-    def __init__(self, net: torch.nn.Module, precision: str = "float32", device: str | torch.device = "cpu") -> None:
+    def __init__(self, net: torch.nn.Module, precision: str = "float32", device: str | torch.device = "cpu",
+                 noise: bool = True) -> None:
+        """``noise``: noisy layers sample (actors) or play their means (greedy evaluation)."""
         self.device = torch.device(device)
-        self.net = net.to(self.device)
+        self.net = set_noise(net.to(self.device), noise)
         self.net.eval()
+        self._forward = getattr(self.net, "acting_outputs", self.net)  # distributional heads: per-atom outputs
         self._image = any(p.dim() == 4 for p in net.parameters())
         if self._image:  # oneDNN's convolutions run ~1.2-1.4x faster on CPU in channels-last layout
             self.net.to(memory_format=torch.channels_last)
@@ -45,4 +50,4 @@ class TorchQ:
         if self._image and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
         with self._autocast:
-            return self.net(x).float().cpu().numpy()
+            return self._forward(x).float().cpu().numpy()
