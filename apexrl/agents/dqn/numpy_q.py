@@ -1,4 +1,4 @@
-"""The built-in MLP Q-network's forward pass in numpy, for processes that only act.
+"""The built-in MLP Q-network's forward pass in numpy (and MinAtar's one-conv torso), for processes that only act.
 
 An actor or the driver's evaluator acting with an MLP needs no gradients, no device and no torch: a
 few small matrix products per step. Loading torch cost each such process ~1 s of CPU at start-up and
@@ -10,7 +10,7 @@ load unchanged; ``tests/agents/dqn/test_numpy_q.py`` checks the outputs against 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gymnasium as gym
 import numpy as np
@@ -47,10 +47,33 @@ def mlp_in_features(observation_space: gym.Space, net: NetworkConfig) -> int | N
 
 def numpy_acting(cfg: Config, observation_space: gym.Space, has_model_factory: bool, device: str = "cpu",
                  precision: str = "float32") -> bool:
-    """Whether a process that acts with this network can do without torch: the built-in MLP (no user model,
-    no image or structured torso) in float32 on the CPU (``auto`` is the CPU for an MLP)."""
-    return (not has_model_factory and mlp_in_features(observation_space, cfg.network) is not None
-            and device in ("cpu", "auto") and precision in ("float32", "auto"))
+    """Whether a process that acts with this network can do without torch: the built-in MLP or MinAtar's
+    one-conv torso (no user model, no Nature CNN or structured torso) in float32 on the CPU (``auto`` is the
+    CPU for these small networks)."""
+    small = mlp_in_features(observation_space, cfg.network) is not None or (
+        torso_kind(observation_space, cfg.network) == "minatar" and len(observation_space.shape or ()) == 3)
+    return (not has_model_factory and small and device in ("cpu", "auto") and precision in ("float32", "auto"))
+
+
+class _MinAtarConv:
+    """``networks.MinAtarTorso`` in numpy: one 3x3 valid convolution of [B, C, H, W] grids, ReLU, flattened in
+    torch's channel-major order."""
+
+    def __init__(self, channels: int, height: int, width: int, out_channels: int, rng: np.random.Generator) -> None:
+        bound = 1.0 / np.sqrt(channels * 9)
+        self.params = {"torso.net.0.weight": rng.uniform(-bound, bound, (out_channels, channels, 3, 3)).astype(np.float32),
+                       "torso.net.0.bias": rng.uniform(-bound, bound, out_channels).astype(np.float32)}
+        self.out_features = out_channels * (height - 2) * (width - 2)
+
+    def __call__(self, params: dict[str, np.ndarray], obs: np.ndarray) -> np.ndarray:
+        x = np.asarray(obs, dtype=np.float32)
+        w = params["torso.net.0.weight"]
+        windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))  # [B, C, H-2, W-2, 3, 3]
+        b, c, h, wd = windows.shape[:4]
+        cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(b * h * wd, c * 9)  # one row per output pixel
+        y = cols @ w.reshape(len(w), -1).T + params["torso.net.0.bias"]  # [B*H'*W', O]
+        y = np.maximum(y, 0.0, out=y).reshape(b, h * wd, len(w))
+        return y.transpose(0, 2, 1).reshape(b, -1)
 
 
 _ACT = {"relu": lambda x: np.maximum(x, 0.0, out=x), "tanh": lambda x: np.tanh(x, out=x), "linear": lambda x: x}
@@ -74,7 +97,12 @@ class NumpyQNetwork:
     dueling or plain head over the MLP torso; noisy head layers (``noisy.py``) sample fresh noise per call
     while ``noise`` is on."""
 
-    def __init__(self, in_features: int, num_actions: int, net: NetworkConfig, seed: int) -> None:
+    def __init__(self, in_features: int, num_actions: int, net: NetworkConfig, seed: int,
+                 conv: tuple[int, int, int] | None = None) -> None:
+        """``conv``: MinAtar's [C, H, W] grids go through its one-conv torso first (no MLP torso then)."""
+        self.conv = _MinAtarConv(*conv, 16, np.random.default_rng(seed + 1)) if conv is not None else None
+        if self.conv is not None:
+            in_features, net = self.conv.out_features, replace(net, torso=())
         self.activation = _ACT[net.activation]
         self.dueling = net.dueling
         self.kind = net.distribution
@@ -107,6 +135,8 @@ class NumpyQNetwork:
                 self.params[f"{layer.name}.weight_sigma"] = np.full((layer.fan_out, layer.fan_in),
                                                                     net.sigma0 * bound, np.float32)
                 self.params[f"{layer.name}.bias_sigma"] = np.full(layer.fan_out, net.sigma0 * bound, np.float32)
+        if self.conv is not None:
+            self.params.update(self.conv.params)
 
     def load(self, weights: Weights) -> None:
         """Take the learner's published weights; a mismatch names the first key that does not fit."""
@@ -135,7 +165,10 @@ class NumpyQNetwork:
         return x @ w.T + (self.params[p + "bias_mu"] + self.params[p + "bias_sigma"] * eps_out)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        h = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
+        if self.conv is not None:
+            h = self.conv(self.params, obs)
+        else:
+            h = np.asarray(obs).reshape(len(obs), -1).astype(np.float32, copy=False)
         for layer in self.torso:
             h = self.activation(self._linear(h, layer))
         adv = self._linear(np.maximum(self._linear(h, self.advantage[0]), 0.0), self.advantage[1])
@@ -152,6 +185,9 @@ class NumpyQNetwork:
 
 def numpy_q_network(cfg: Config, observation_space: gym.Space, action_space: gym.Space, seed: int) -> NumpyQNetwork:
     in_features = mlp_in_features(observation_space, cfg.network)
+    if in_features is None and torso_kind(observation_space, cfg.network) == "minatar":
+        c, h, w = observation_space.shape  # type: ignore[misc]
+        return NumpyQNetwork(0, int(action_space.n), cfg.network, seed, conv=(c, h, w))  # type: ignore[attr-defined]
     if in_features is None:
         raise ValueError(f"observation space {observation_space} does not get the MLP torso")
     return NumpyQNetwork(in_features, int(action_space.n), cfg.network, seed)  # type: ignore[attr-defined]

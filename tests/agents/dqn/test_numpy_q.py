@@ -76,6 +76,7 @@ def test_weights_of_another_network_are_refused_with_the_key_that_does_not_fit()
     (gym.spaces.Box(-1, 1, (4,)), {"precision": "bfloat16"}, False),
     (gym.spaces.Box(-1, 1, (4,)), {"has_model_factory": True}, False),
     (gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), {}, False),  # a CNN torso
+    (gym.spaces.Box(0, 1, (4, 10, 10), np.uint8), {}, True),  # MinAtar's one-conv torso
     (gym.spaces.Dict({"a": gym.spaces.Discrete(3)}), {}, False),  # structured: per-leaf encoders
 ])
 def test_which_networks_act_in_numpy(space, kwargs, numpy):
@@ -111,3 +112,17 @@ def test_an_image_actor_still_acts_with_torch():
     assert isinstance(net, torch.nn.Module)
     with pytest.raises(ValueError, match="does not get the MLP torso"):
         numpy_q_network(cfg, space, gym.spaces.Discrete(3), seed=0)
+
+
+@pytest.mark.parametrize("head", [{}, {"distribution": "quantile", "num_atoms": 5}, {"dueling": False}])
+def test_minatars_conv_torso_in_numpy_computes_what_torch_does(head):
+    space = gym.spaces.Box(0, 1, (4, 10, 10), np.uint8)
+    net_cfg = NetworkConfig(kind="minatar", head=12, **head)
+    torch.manual_seed(1)
+    torch_net = build_network(space, gym.spaces.Discrete(3), net_cfg).eval()
+    mine = numpy_q_network(Config(network=net_cfg), space, gym.spaces.Discrete(3), seed=0)
+    mine.load(state_dict_to_numpy(torch_net))
+    x = (np.random.default_rng(0).random((6, 4, 10, 10)) < 0.3).astype(np.uint8)
+    with torch.no_grad():
+        want = torch_net.acting_outputs(torch.as_tensor(x)).numpy()
+    np.testing.assert_allclose(mine(x), want, rtol=1e-5, atol=1e-5)
