@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from apexrl.agents.dqn.distributional import value_head
-from apexrl.agents.dqn.learner import DistributionalDQNLearner, DQNLearner
+from apexrl.agents.dqn.learner import DQNLearner, dqn_learner
 from apexrl.agents.dqn.noisy import has_noise, set_noise
 from apexrl.agents.dqn.policy import EpsilonGreedyPolicy
 from apexrl.agents.encoders import MaskedQ
@@ -125,8 +125,7 @@ class ApeX:
             wrap = self.codec is not None and not isinstance(model, MaskedQ)  # q_network's come masked
             self.net = MaskedQ(self.codec, model, structured_input=True) if wrap else model
             self.cfg = _with_head(self.cfg, model)
-            learner = DistributionalDQNLearner if self.cfg.network.distribution != "expectation" else DQNLearner
-            self.learner = learner(self.cfg, self.net, optimizer=optimizer)
+            self.learner = dqn_learner(self.cfg, self.net, optimizer=optimizer)
             self.policy = EpsilonGreedyPolicy(self.net, n, eps0, self.cfg.seed, r.priority_eps,
                                               head=value_head(self.cfg.network))
             self.writer = NStepBuilder(1, self.cfg.learner.n_step, self.cfg.learner.gamma)

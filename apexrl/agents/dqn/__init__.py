@@ -94,12 +94,7 @@ class DQNBuilder:
                      model_factory: ModelFactory | None = None, device: str | None = None) -> DQNLearner:
         import torch
 
-        from apexrl.agents.dqn.learner import DQNLearner
+        from apexrl.agents.dqn.learner import dqn_learner
 
         torch.manual_seed(cfg.seed)
-        net = self.make_network(cfg, observation_space, action_space, model_factory)
-        if cfg.network.distribution != "expectation":
-            from apexrl.agents.dqn.learner import DistributionalDQNLearner
-
-            return DistributionalDQNLearner(cfg, net, device)
-        return DQNLearner(cfg, net, device)
+        return dqn_learner(cfg, self.make_network(cfg, observation_space, action_space, model_factory), device)

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("expectation", "categorical", "quantile")
 LOG_FLOOR = 1e-8  # probabilities below this count as this in a KL term's logarithms
 
 
@@ -68,7 +67,6 @@ def quantile_huber(pred: Any, target: Any, taus: Any, kappa: float = 1.0, xp: An
 class ValueHead:
     """What actors do with a head's raw outputs [B, A] or [B, A, N]: Q-values and initial priorities."""
 
-    kind = "expectation"
     distributional = False
     atoms = 1
 
@@ -95,7 +93,6 @@ class ValueHead:
 
 
 class CategoricalHead(ValueHead):
-    kind = "categorical"
     distributional = True
 
     def __init__(self, v_min: float, v_max: float, num_atoms: int) -> None:
@@ -115,7 +112,6 @@ class CategoricalHead(ValueHead):
 
 
 class QuantileHead(ValueHead):
-    kind = "quantile"
     distributional = True
 
     def __init__(self, num_atoms: int) -> None:

@@ -171,3 +171,9 @@ class DistributionalDQNLearner(DQNLearner):
         return prios, {"loss": float(loss.detach()), "q_mean": float(q_sa.mean()),
                        "td_abs_mean": float(per_sample.mean()), "grad_norm": float(grad_norm),
                        "is_weight_mean": float(w.mean())}
+
+
+def dqn_learner(cfg: Config, net: torch.nn.Module, device: str | None = None, optimizer: Any = None) -> DQNLearner:
+    """The learner ``network.distribution`` asks for: plain double DQN or its distributional form."""
+    cls = DQNLearner if cfg.network.distribution == "expectation" else DistributionalDQNLearner
+    return cls(cfg, net, device, optimizer)

@@ -130,7 +130,7 @@ class EpsilonGreedyPolicy:
         eps = self.exploration[: len(greedy)] if slots is None else self.exploration[slots]
         explore = self.rng.random(len(greedy)) < eps
         if explore.any():
-            legal = self._legal(obs) if self._legal is not None else None
+            legal = legal_q if legal_q is not None else self._legal(obs) if self._legal is not None else None
             if legal is None:
                 random = self.rng.integers(self.num_actions, size=len(greedy))
             else:  # uniform over each row's legal actions: the largest of a uniform draw per legal action
