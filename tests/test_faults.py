@@ -271,7 +271,10 @@ def watch_learner_restarts(monkeypatch) -> list[dict]:
 
     def watched(self, err, state):
         version, [ref] = ray.get(self.topology.ps.get.remote(-1))
-        published = ray.get(ref)
+        try:
+            published = ray.get(ref, timeout=60)
+        except ray.exceptions.ObjectLostError:  # went with its owner, the dead learner: the server's own copy
+            published = ray.get(self.topology.ps.backup.remote())[1]
         original(self, err, state)
         if isinstance(state, bytes):  # the last checkpoint file as the learner composed it
             state = ckpt.safe_load(io.BytesIO(state))["learner"]

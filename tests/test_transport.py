@@ -118,3 +118,31 @@ def test_an_actor_keeps_one_send_in_flight_until_a_shard_has_answered(ray_local)
     assert sink._heard  # from now on up to max_inflight sends may be out
     sink.flush()
     assert not sink._inflight
+
+
+def test_the_server_keeps_its_own_copy_of_weights_whose_owner_died(ray_local):
+    ray = ray_local
+    from apexrl.runtime.transport import ParameterServer
+
+    @ray.remote(num_cpus=0)
+    class Owner:
+        def publish(self, ps, version: int, value: float) -> None:
+            self.ref = ray.put({"w": np.full(3, value, dtype=np.float32)})  # owned by this process
+            ray.get(ps.set.remote(version, [self.ref]))
+
+    ps = ParameterServer.remote()
+    owner = Owner.remote()
+    ray.get(owner.publish.remote(ps, 1, 1.0))
+    deadline = time.monotonic() + 10
+    while ray.get(ps.backup.remote()) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ray.get(owner.publish.remote(ps, 2, 2.0))  # within BACKUP_S of the first: not copied
+    ray.kill(owner)
+    version, [ref] = ray.get(ps.get.remote(-1))
+    assert version == 2
+    try:
+        ray.get(ref, timeout=10)
+    except ray.exceptions.ObjectLostError:
+        pass  # usually gone with its owner; the server's copy is what a restarted learner gets
+    version, weights = ray.get(ps.backup.remote())
+    assert version == 1 and np.all(weights["w"] == 1.0)

@@ -54,9 +54,11 @@ class Supervisor:
             raise TrainingError(f"the learner failed ({why}) and the parameter server with it ({cause(e)}); "
                                 "the run cannot go on") from None
         weights, version = (None, 0) if got is None else (_weights(got), got[0])
+        if weights is None:  # the dead learner owned the published copy: the parameter server's own is next
+            weights = _backup(self.topology.ps)
         ev = self.topology.evaluator
         if weights is None and ev is not None and ev.last_weights is not None:
-            weights = ev.last_weights[1]  # the dead learner owned the published copy: the evaluator's is next
+            weights = ev.last_weights[1]
         new = self.topology.make_learner()
         ray.get(new.recover.remote(state, weights, version), timeout=300)
         self.topology.learner = new
@@ -114,6 +116,14 @@ def _weights(got: tuple[int, list[Any]]) -> Any:
         return ray.get(got[1][0], timeout=60)
     except Exception:  # noqa: BLE001 - owner died: the objects are lost
         return None
+
+
+def _backup(ps: Any) -> Any:
+    try:
+        got = ray.get(ps.backup.remote(), timeout=60)
+    except Exception:  # noqa: BLE001 - no copy to offer
+        return None
+    return None if got is None else got[1]
 
 
 def _kill(handle: Any) -> None:
