@@ -20,22 +20,22 @@ from apexrl.runtime.driver import train
 
 
 def replay_evaluation(state, episodes=None, seed=None):
-    """Play the recorded evaluation again: same weights, same seeds, same episodes (or fresh ones)."""
+    """Play the recorded evaluation again: same weights, same seeds, same episodes, in its parts (an evaluation
+    and its confirmation), or ``episodes`` fresh ones."""
     cfg = from_dict(state["config"])
     system = assemble(cfg, num_actors=1)
     net = system.make_network()
     load_numpy_state_dict(net, state["learner"]["net"])
-    e = state["evaluation"]
-    episodes, seed = episodes or e["episodes"], e["seed"] if seed is None else seed
-    policy = system.make_eval_policy(net, episodes, seed)
-    return evaluate(policy, cfg.env, episodes, seed=seed)
+    parts = state["evaluation"]["parts"] if episodes is None else [(seed, episodes)]
+    return [r for seed, n in parts for r in evaluate(system.make_eval_policy(net, n, seed), cfg.env, n, seed=seed)]
 
 
 @pytest.mark.parametrize("agent", ["dqn", "dpg"])
 def test_a_run_stopped_by_its_target_leaves_the_weights_that_met_it(agent, tmp_path, capsys):
     over = ({"stop.target_return": 60.0} if agent == "dqn" else
             {"agent": "dpg", "env.id": "Pendulum-v1", "stop.target_return": -1000.0,
-             "replay.learning_starts": 500, "replay.samples_per_insert": 8.0})  # actors wait for the learner
+             "replay.learning_starts": 500, "replay.samples_per_insert": 8.0,  # actors wait for the learner
+             "network.torso": [64, 64], "network.head": 64})  # the tiny net took ~110 s to -1000, this ~10 s
     cfg = tiny_config(**{"evaluation.interval_s": 1.0, "evaluation.episodes": 4, "stop.max_time_s": 240,
                          "checkpoint.every_reports": 2, **over})
     result = train(cfg, run_dir=tmp_path / "run")
@@ -45,13 +45,15 @@ def test_a_run_stopped_by_its_target_leaves_the_weights_that_met_it(agent, tmp_p
     state = ckpt.load_file(result.best_checkpoint)
     e = state["evaluation"]
     assert e["mean"] == pytest.approx(result.best_eval_return) and e["mean"] >= cfg.stop.target_return
-    assert len(e["returns"]) == e["episodes"] == 4
+    # It stopped on an evaluation of 4 episodes that met the target and 8 more of the same weights (the
+    # confirmation, twice evaluation.episodes) that kept all 12 above it.
+    assert len(e["returns"]) == e["episodes"] == 12 and [n for _, n in e["parts"]] == [4, 8]
     # The kept weights are the ones that played that evaluation: replaying it gives the same returns.
     np.testing.assert_allclose(replay_evaluation(state), e["returns"], rtol=1e-6)
     # On 20 fresh episodes they play as well, within the noise of two means (4 standard errors: the best of
     # several evaluations is biased up by its selection).
     fresh = replay_evaluation(state, episodes=20, seed=987_654)
-    se = np.sqrt(np.var(e["returns"], ddof=1) / 4 + np.var(fresh, ddof=1) / 20)
+    se = np.sqrt(np.var(e["returns"], ddof=1) / 12 + np.var(fresh, ddof=1) / 20)
     assert np.mean(fresh) >= e["mean"] - 4 * se - 1e-6, (fresh, e["returns"])
     records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert max(r["eval_return_mean"] for r in records if r.get("eval_return_mean") is not None) == \
@@ -95,6 +97,6 @@ def test_best_pt_holds_the_evaluation_and_the_weights_it_played(tmp_path):
     best = keeper.best_state({"eval_returns": [1.0, 3.0], "seed": 5, "weights_version": 7, "weights": w}, elapsed=1.0)
     ckpt.save_best(tmp_path, ckpt.to_bytes(best))  # what best() writes, from the learner's process
     state = ckpt.load_file(ckpt.best_path(tmp_path))
-    assert state["evaluation"] == {"mean": 2.0, "returns": [1.0, 3.0], "episodes": 2, "seed": 5,
+    assert state["evaluation"] == {"mean": 2.0, "returns": [1.0, 3.0], "episodes": 2, "seed": 5, "parts": [[5, 2]],
                                    "weights_version": 7, "env_steps": 0, "time_s": 1.0}
     np.testing.assert_array_equal(state["learner"]["net"]["x"], w["x"])

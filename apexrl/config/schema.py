@@ -253,6 +253,11 @@ class StopConfig:
     #                                     loses at most this often in every seat; one rate for all seats, or one
     #                                     per seat in the env's possible_agents order (tic-tac-toe: [0.01, 0.03])
     win_rates: tuple[float, ...] = ()  # ...or when it wins at least this often in every seat (Connect Four: [0.95])
+    confirm_episodes: int | None = None  # an evaluation that meets target_return / loss_rates / win_rates is played
+    #                                      again for this many more episodes with the same weights, and the run
+    #                                      stops only if all of them together still meet it (a 10-episode mean of
+    #                                      488 once left weights that played 447): null = twice
+    #                                      evaluation.episodes, 0 = stop on the first evaluation that meets it
     train_return: float | None = None  # stop when training episodes reach this mean: the last 100 (at least 10)
     #                                    played by the least-exploring third of the env slots, as RLlib's Ape-X
     #                                    reported episode_reward_mean (its lowest-epsilon third of workers)

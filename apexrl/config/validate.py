@@ -165,6 +165,8 @@ def validate(cfg: Config) -> Config:
         _check(all(0.0 <= r <= 1.0 for r in getattr(s, key)), f"stop.{key}", list(getattr(s, key)),
                "rates in [0, 1]: one for every seat, or one per seat")
     _check(s.max_time_s is None or s.max_time_s > 0, "stop.max_time_s", s.max_time_s, "seconds > 0 or null")
+    _check(s.confirm_episodes is None or s.confirm_episodes >= 0, "stop.confirm_episodes", s.confirm_episodes,
+           "an integer >= 0 (0 = no confirmation) or null (twice evaluation.episodes)")
     if cfg.name is not None:
         _check(bool(cfg.name) and "/" not in cfg.name and cfg.name not in (".", ".."), "name", cfg.name,
                "a non-empty name without '/'")

@@ -91,7 +91,8 @@ class Checkpointer:
         """``best.pt``'s contents: the weights an evaluation played with, and that evaluation."""
         returns = [float(r) for r in res["eval_returns"]]
         evaluation = {"mean": float(sum(returns) / len(returns)), "returns": returns, "episodes": len(returns),
-                      "seed": int(res["seed"]),
+                      "seed": int(res["seed"]),  # of the first part: (seed, episodes) each in "parts"
+                      "parts": [[int(seed), int(n)] for seed, n in res.get("parts", [(res["seed"], len(returns))])],
                       "weights_version": int(res["weights_version"]), "env_steps": self.progress.env_steps,
                       "time_s": self.progress.time_offset + elapsed}
         return {"learner": {"net": res["weights"]}, "config": to_dict(self.cfg), "evaluation": evaluation,

@@ -201,8 +201,11 @@ class Loop:
         self.last_record: dict[str, Any] = {}
         self.eval_returns: list[float] | None = None
         self.stop_reason = ""
+        confirm = cfg.stop.confirm_episodes
         self.evaluations = Evaluations(self.topology.evaluator, cfg.evaluation.interval_s, self.progress,
-                                       self.checkpointer, self.elapsed)
+                                       self.checkpointer, self.elapsed, self.stop.target_reached,
+                                       2 * cfg.evaluation.episodes if confirm is None else confirm,
+                                       self.console.message)
         self.fleet.start(held)
 
     def elapsed(self) -> float:

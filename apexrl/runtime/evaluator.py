@@ -25,6 +25,7 @@ from apexrl.evaluation import evaluate_system
 from apexrl.runtime.assembly import System
 
 log = logging.getLogger(__name__)
+Again = tuple[int, Any, int]  # (weights version, weights, episodes): the same weights played again
 
 
 @contextmanager
@@ -56,14 +57,14 @@ class DriverEvaluator:
         self.round = 0
         self.last_weights: tuple[int, dict[str, Any]] | None = None  # a copy the driver holds
 
-    def submit(self) -> Future[dict[str, Any]]:
+    def submit(self, again: Again | None = None) -> Future[dict[str, Any]]:
         """Start an evaluation on a daemon thread (a long Atari evaluation must not hold up the exit)."""
         fut: Future[dict[str, Any]] = Future()
 
         def run() -> None:
             try:
                 with _one_thread():
-                    res = self.evaluate()
+                    res = self.evaluate(again)
             except BaseException as e:  # noqa: BLE001 - handed to the driver through the future
                 fut.set_exception(e)
             else:
@@ -72,21 +73,24 @@ class DriverEvaluator:
         threading.Thread(target=run, name="apexrl-eval", daemon=True).start()
         return fut
 
-    def evaluate(self) -> dict[str, Any]:
-        """The newest published weights played for ``evaluation.episodes`` greedy episodes."""
-        got = ray.get(self.ps.get.remote(-1), timeout=60)
-        if got is None:
-            return {"eval_returns": [], "weights_version": -1}
-        version, [ref] = got
-        ev = self.cfg.evaluation
+    def evaluate(self, again: Again | None = None) -> dict[str, Any]:
+        """The newest published weights played for ``evaluation.episodes`` greedy episodes; ``again``:
+        ``(version, weights, episodes)`` played instead, on episodes of their own (a confirmation)."""
+        if again is None:
+            got = ray.get(self.ps.get.remote(-1), timeout=60)
+            if got is None:
+                return {"eval_returns": [], "weights_version": -1}
+            version, [ref] = got
+            weights, episodes = ray.get(ref, timeout=60), self.cfg.evaluation.episodes
+            self.last_weights = (version, weights)
+        else:
+            version, weights, episodes = again
         self.round += 1
         seed = self.cfg.seed * 7 + 1_000_000 + self.round
-        weights = ray.get(ref, timeout=60)
-        self.last_weights = (version, weights)
         t0 = time.perf_counter()
-        res = evaluate_system(self.system, self.net, weights, ev.episodes, seed)
+        res = evaluate_system(self.system, self.net, weights, episodes, seed)
         return {**res, "weights_version": version, "eval_time_s": time.perf_counter() - t0,
-                "weights": weights, "seed": seed, "episodes": ev.episodes}
+                "weights": weights, "seed": seed, "episodes": episodes}
 
 
 @ray.remote(num_cpus=0)
@@ -94,9 +98,9 @@ class EvaluatorWorker:
     def __init__(self, system: System, ps: Any) -> None:
         self.evaluator = DriverEvaluator(system, ps)
 
-    def evaluate(self) -> dict[str, Any]:
+    def evaluate(self, again: Again | None = None) -> dict[str, Any]:
         with _one_thread():
-            return self.evaluator.evaluate()
+            return self.evaluator.evaluate(again)
 
     def last_weights(self) -> tuple[int, dict[str, Any]] | None:
         return self.evaluator.last_weights
@@ -138,8 +142,8 @@ class WorkerEvaluator:
     def _on_lost(self) -> None:
         self.lost = True
 
-    def submit(self) -> _RefFuture:
-        return _RefFuture(self._live_worker().evaluate.remote(), self._on_lost)
+    def submit(self, again: Again | None = None) -> _RefFuture:
+        return _RefFuture(self._live_worker().evaluate.remote(again), self._on_lost)
 
     def evaluate(self) -> dict[str, Any]:
         return _RefFuture(self._live_worker().evaluate.remote(), self._on_lost).result(timeout=600)
