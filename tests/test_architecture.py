@@ -49,7 +49,7 @@ def test_the_runtime_imports_no_agent_package_and_speaks_of_no_algorithm():
 
 def test_the_config_sits_below_agents_and_runtime_and_its_layers_import_only_downwards():
     """At import time; Config.replace reads RLlib keys through the parser when it is called."""
-    layers = ["schema", "policies", "validate", "rllib_base", "rllib_r2d2", "rllib_heads", "rllib_multiagent", "rllib_keys",
+    layers = ["schema", "agent_defaults", "policies", "validate", "rllib_base", "rllib_r2d2", "rllib_heads", "rllib_multiagent", "rllib_keys",
               "rllib", "parse"]
     for i, name in enumerate(layers):
         mods = {m for m in _imports(PKG / "config" / f"{name}.py", module_level=True) if m.startswith("apexrl")}

@@ -105,3 +105,21 @@ def test_missing_file_and_bad_yaml_are_config_errors(tmp_path):
 def test_any_framework_is_accepted_with_a_line_saying_apexrl_runs_pytorch(caplog):
     assert C.from_dict({"framework": "tf2"}) == C.Config()
     assert "framework (apexrl runs PyTorch" in caplog.text
+
+
+def test_choosing_an_agent_brings_its_defaults_under_whatever_the_config_sets():
+    from apexrl.config import flatten, from_dict, load, to_dict
+    from apexrl.config.agent_defaults import agent_defaults_in_effect
+
+    dqn = load(None, [])
+    dpg = load(None, ["agent=dpg", "env.id=Pendulum-v1"])
+    assert (dpg.learner.batch_size, dpg.learner.lr, dpg.replay.samples_per_insert) == (256, 1e-3, 64.0)
+    assert (dqn.learner.batch_size, dqn.replay.samples_per_insert) == (64, 8.0)  # DQN's stay the dataclasses'
+    mine = load(None, ["agent=dpg", "env.id=Pendulum-v1", "learner.batch_size=100"])
+    assert mine.learner.batch_size == 100 and mine.replay.samples_per_insert == 64.0  # what is written wins
+    assert load("pendulum", []).network.torso == (64, 64)  # a preset's own values too
+    r2d2 = from_dict({"agent": "r2d2", "env": {"id": "CartPole-v1"}})  # a dict as the Python API gets it
+    assert (r2d2.learner.batch_size, r2d2.network.torso) == (32, (64,))
+    assert agent_defaults_in_effect("dpg", flatten(to_dict(mine))) == {"learner.lr": 1e-3, "replay.learning_starts": 10_000,
+                                                                      "replay.samples_per_insert": 64.0}
+    assert agent_defaults_in_effect("dqn", flatten(to_dict(dqn))) == {}

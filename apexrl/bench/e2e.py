@@ -175,6 +175,7 @@ def summarize(results: list[dict[str, Any]], peers: list[str], skipped: dict[str
             "median_env_steps_to_target": _median_inf([r.get("env_steps_to_target") for r in rs]),
             "median_env_steps_per_s": _med([r.get("env_steps_per_s") for r in rs]),
             "median_updates_per_s": _med([r.get("updates_per_s") for r in rs]),
+            "replay_20": [r.get("replay_20") for r in ok],
             "max_peak_rss_mb": max((r["peak_rss_mb"] for r in rs), default=None),
         }
     return summary
@@ -215,6 +216,10 @@ def print_table(results: list[dict[str, Any]], peers: list[str], skipped: dict[s
             if not r.get("reached"):
                 why = r.get("error") or f"not reached in {budget:g} s budget"
                 print(f"{'':8}   seed {r['seed']}: {why}")
+        replays = [r["replay_20"] for r in ok if r.get("replay_20") is not None]
+        if replays:
+            print(f"{'':8}   best.pt on 20 fresh episodes (apexrl eval RUN): "
+                  + ", ".join(f"{x:.4g}" for x in replays) + f"; lowest {min(replays):.4g}, target {target:g}")
     print("median [min-max] over the seeds that reached the target; time includes start-up")
 
 

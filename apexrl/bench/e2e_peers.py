@@ -98,6 +98,7 @@ def run_apexrl(task: Task, seed: int, budget: float, eval_interval: float, overr
     return {
         "evals": evals,
         "reached": reached,
+        "replay_20": _replay_best(run_dir, seed) if reached else None,
         "time_to_target_s": (res.time_to_target_s + startup) if reached else None,
         "clock_started_at": started_at,
         "env_steps_to_target": res.env_steps_to_target,
@@ -107,6 +108,21 @@ def run_apexrl(task: Task, seed: int, budget: float, eval_interval: float, overr
         "updates_per_s": res.learner_updates / max(res.time_s, 1e-9),
         "config": {"overrides": overrides, "eval_interval_s": cfg.evaluation.interval_s},
     }
+
+
+def _replay_best(run_dir: Path, seed: int) -> float:
+    """What ``apexrl eval RUN --episodes 20`` plays: the run's best.pt on 20 fresh episodes (after the clock)."""
+    import numpy as np
+
+    from apexrl import checkpoint as ckpt
+    from apexrl.config import from_dict
+    from apexrl.evaluation import evaluate_system
+    from apexrl.runtime.assembly import assemble
+
+    _, state = ckpt.resolve(run_dir, best=True)
+    system = assemble(from_dict(state["config"]), num_actors=1)
+    net, weights = system.loaded_network(state["learner"]["net"])
+    return float(np.mean(evaluate_system(system, net, weights, 20, 777_000 + seed)["eval_returns"]))
 
 
 def run_sb3(task: Task, seed: int, budget: float, eval_interval: float, overrides: list[str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 import apexrl.config.rllib as rllib
+from apexrl.config.agent_defaults import with_agent_defaults
 from apexrl.config.rllib_keys import KEYS
 from apexrl.config.schema import PRESETS_DIR, Config, ConfigError
 from apexrl.config.validate import _CHOICES, validate
@@ -160,7 +161,7 @@ def from_dict(raw: Mapping[str, Any] | None) -> Config:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"a config must be a mapping of keys to values, got {type(raw).__name__}")
     raw = _env_object(raw)
-    return validate(_build(Config, _migrate(_flatten_aliases(raw)), ""))
+    return validate(_build(Config, with_agent_defaults(_migrate(_flatten_aliases(raw))), ""))
 
 
 def _env_object(raw: Mapping[str, Any]) -> Mapping[str, Any]:

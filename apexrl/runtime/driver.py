@@ -19,7 +19,8 @@ import ray
 
 from apexrl import checkpoint as ckpt
 from apexrl.agents.base import ModelFactory
-from apexrl.config import Config, dump_yaml
+from apexrl.config import Config, dump_yaml, flatten, to_dict
+from apexrl.config.agent_defaults import agent_defaults_in_effect
 from apexrl.envs.spaces import codec_of
 from apexrl.metrics import Console
 from apexrl.runtime.assembly import assemble, auto_num_actors, fit_to_cluster, logical_cpus
@@ -123,6 +124,10 @@ class Loop:
         later calls); ``memory``: a sampler of the run's processes."""
         self.cfg, self.topology, self.console = cfg, topology, console
         self.startup, self.memory = startup, memory
+        brought = agent_defaults_in_effect(cfg.agent, flatten(to_dict(cfg)))
+        if brought and startup is not None:
+            console.message(f"agent {cfg.agent}: " + ", ".join(f"{k}={v}" for k, v in brought.items())
+                            + " (the agent's defaults; --set any of them to change it)")
         self.progress = Progress(topology.num_actors)
         self.supervisor = Supervisor(topology, self.progress, console)
         self.start_watch = StartWatch(topology, console.message)
