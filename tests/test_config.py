@@ -123,3 +123,12 @@ def test_choosing_an_agent_brings_its_defaults_under_whatever_the_config_sets():
     assert agent_defaults_in_effect("dpg", flatten(to_dict(mine))) == {"learner.lr": 1e-3, "replay.learning_starts": 10_000,
                                                                       "replay.samples_per_insert": 64.0}
     assert agent_defaults_in_effect("dqn", flatten(to_dict(dqn))) == {}
+
+
+def test_r2d2_named_alone_on_cartpole_without_velocities_is_its_preset_key_for_key():
+    from apexrl.config import flatten, load, to_dict
+
+    preset = flatten(to_dict(load("cartpole-novel", [])))
+    alone = flatten(to_dict(load(None, ["agent=r2d2", "env.id=apexrl.envs.stateless:CartPoleNoVel-v1",
+                                        "stop.target_return=475"])))
+    assert {k: (v, alone.get(k)) for k, v in preset.items() if v != alone.get(k)} == {}
