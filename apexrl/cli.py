@@ -271,7 +271,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 BENCHMARKS = ("replay", "actors", "shards", "feed", "scaling", "scale", "e2e", "sweep", "update", "limits", "soak",
-              "overhead", "games")
+              "overhead", "games", "defaults")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
