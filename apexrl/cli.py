@@ -225,7 +225,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from apexrl.config import from_dict
     from apexrl.envs import is_atari
     from apexrl.envs.scores import human_normalized_score
-    from apexrl.evaluation import evaluate_system
+    from apexrl.evaluation import evaluate_system, seat_rates
     from apexrl.metrics import seats_text
     from apexrl.runtime.assembly import assemble
 
@@ -252,8 +252,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if "eval_policies" in res:
         print("  per policy: " + ", ".join(f"{p} {r:.2f}" for p, r in res["eval_policies"].items()))
     if "eval_seats" in res:
-        flat = {f"eval_seat_{s}_{k}": v for s, rates in res["eval_seats"].items() for k, v in rates.items()}
-        print(f" {seats_text(flat).strip()}; illegal moves: {res['eval_illegal']}")
+        print(f" {seats_text(seat_rates(res)).strip()}; illegal moves: {res['eval_illegal']}")
     if "evaluation" in state:
         e = state["evaluation"]
         print(f"  (the weights of the run's best evaluation: mean {e['mean']:.2f} over {e['episodes']} episodes at "

@@ -59,3 +59,9 @@ def evaluate_system(system: Any, network: Any, weights: Any, episodes: int, seed
 
         return evaluate_game(policy, system.cfg, episodes, seed=seed)
     return {"eval_returns": evaluate(policy(episodes), system.cfg.env, episodes, seed=seed)}
+
+
+def seat_rates(res: dict[str, Any]) -> dict[str, float]:
+    """A game evaluation's ``eval_seats`` as flat ``eval_seat_<seat>_<outcome>`` rates: what the stop conditions,
+    the metrics and the console read."""
+    return {f"eval_seat_{seat}_{k}": v for seat, rates in res.get("eval_seats", {}).items() for k, v in rates.items()}

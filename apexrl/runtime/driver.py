@@ -124,8 +124,8 @@ class Loop:
         later calls); ``memory``: a sampler of the run's processes."""
         self.cfg, self.topology, self.console = cfg, topology, console
         self.startup, self.memory = startup, memory
-        brought = agent_defaults_in_effect(cfg.agent, flatten(to_dict(cfg)))
-        if brought and startup is not None:
+        brought = agent_defaults_in_effect(cfg.agent, flatten(to_dict(cfg))) if startup is not None else {}
+        if brought:
             console.message(f"agent {cfg.agent}: " + ", ".join(f"{k}={v}" for k, v in brought.items())
                             + " (the agent's defaults; --set any of them to change it)")
         self.progress = Progress(topology.num_actors)

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from apexrl.evaluation import seat_rates
+from apexrl.metrics import seats_text
 from apexrl.runtime.checkpointing import Checkpointer
 from apexrl.runtime.cluster import cause
 from apexrl.runtime.progress import Progress
@@ -119,11 +121,6 @@ class Evaluations:
         return out
 
 
-def seat_rates(res: dict[str, Any]) -> dict[str, float]:
-    """A game evaluation's ``eval_seat_<seat>_<outcome>`` rates, as the stop conditions read them."""
-    return {f"eval_seat_{seat}_{k}": v for seat, rates in res.get("eval_seats", {}).items() for k, v in rates.items()}
-
-
 def pool(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two evaluations of the same weights as one: returns together, rates weighted by their episodes."""
     na, nb = a.get("episodes", len(a["eval_returns"])), b.get("episodes", len(b["eval_returns"]))
@@ -145,7 +142,4 @@ def pool(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def _summary(res: dict[str, Any]) -> str:
-    seats = res.get("eval_seats")
-    if seats:
-        return ", ".join(f"{seat} wins {r.get('win', 0):.1%} losses {r.get('loss', 0):.1%}" for seat, r in seats.items())
-    return f"mean {float(np.mean(res['eval_returns'])):.4g}"
+    return seats_text(seat_rates(res)).strip() or f"mean {float(np.mean(res['eval_returns'])):.4g}"
