@@ -97,3 +97,12 @@ def test_a_negative_confirmation_is_one_line():
 
     with pytest.raises(ConfigError, match="stop.confirm_episodes"):
         from_dict({"stop": {"confirm_episodes": -1}})
+
+
+def test_a_confirmation_that_fails_leaves_the_first_evaluation_standing_and_is_not_asked_again():
+    ev, _, progress = evaluations([[12.0, 12.0]], confirm_episodes=4)
+    broken: Future = Future()
+    broken.set_exception(RuntimeError("evaluation worker lost"))
+    ev.evaluator.submit = lambda again=None, first=ev.evaluator.submit: broken if again else first(again)
+    assert polls(ev, 3) == [None, None, [12.0, 12.0]]
+    assert progress.last_eval == 12.0 and ev.checkpointer.kept[0]["confirmed"] is False

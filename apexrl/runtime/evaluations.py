@@ -67,7 +67,8 @@ class Evaluations:
             res = result()
         except Exception as e:  # noqa: BLE001 - an evaluation error must not cost the run or its checkpoint
             log.warning("evaluation failed: %s", cause(e))
-            return pending  # the confirmation failed: the first evaluation stands, as without one
+            # the confirmation failed: the first evaluation stands, as without one (not confirmed again)
+            return None if pending is None else {**pending, "confirmed": False}
         if pending is None:
             return res
         pooled = pool(pending, res)
